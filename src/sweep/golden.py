@@ -1,0 +1,414 @@
+"""Golden sets: questions with graded relevance labels.
+
+Reads the formats DESIGN.md names (JSON Lines, YAML, a BEIR folder) and TREC qrels
+(`qid 0 docid grade`), validates them, and exposes the judgments as a table for the
+metrics. Errors raise `InputError` with `file:line: problem`; size and balance problems
+are only warnings.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from sweep.errors import InputError, where
+
+log = logging.getLogger(__name__)
+
+RECOMMENDED_SIZE = (50, 200)
+RECOMMENDED_UNANSWERABLE_SHARE = (0.10, 0.20)
+UNTYPED = "untyped"
+_QUESTION_KEYS = {"id", "question", "type", "relevant", "filters", "tags"}
+
+
+@dataclass(frozen=True)
+class Question:
+    """One golden question. `relevant` maps document id to grade (>= 1 relevant, 0 judged
+    not relevant; TREC qrels may also carry negative grades, which count as not relevant)."""
+
+    id: str
+    question: str
+    relevant: Mapping[str, int]
+    type: str = UNTYPED
+    filters: Mapping[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def answerable(self) -> bool:
+        """Unanswerable questions have no document with grade >= 1."""
+        return any(grade >= 1 for grade in self.relevant.values())
+
+
+@dataclass(frozen=True)
+class GoldenSet:
+    questions: tuple[Question, ...]
+    source: str = "<memory>"
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for q in self.questions:
+            if q.id in seen:
+                raise InputError(f"{self.source}: duplicate question id {q.id!r}")
+            seen.add(q.id)
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+    def __iter__(self) -> Iterator[Question]:
+        return iter(self.questions)
+
+    @cached_property
+    def by_id(self) -> dict[str, Question]:
+        return {q.id: q for q in self.questions}
+
+    @cached_property
+    def ids(self) -> pd.Index:
+        return pd.Index([q.id for q in self.questions], dtype=object, name="qid")
+
+    @cached_property
+    def judgments(self) -> pd.DataFrame:
+        """One row per judged (question, document): columns qid, docid, grade."""
+        rows = [(q.id, doc, grade) for q in self.questions for doc, grade in q.relevant.items()]
+        frame = pd.DataFrame(rows, columns=["qid", "docid", "grade"])
+        return frame.astype({"qid": object, "docid": object, "grade": np.int64})
+
+    @cached_property
+    def questions_frame(self) -> pd.DataFrame:
+        """Question-level facts indexed by qid: type, answerable, question text."""
+        return pd.DataFrame(
+            {
+                "type": [q.type for q in self.questions],
+                "answerable": [q.answerable for q in self.questions],
+                "question": [q.question for q in self.questions],
+            },
+            index=self.ids,
+        )
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per type, answerable vs unanswerable, and labels per question."""
+        relevant_counts = np.array([sum(g >= 1 for g in q.relevant.values()) for q in self])
+        answerable = relevant_counts > 0
+        per_type: dict[str, dict[str, int]] = {}
+        for q, has_answer in zip(self.questions, answerable):
+            counts = per_type.setdefault(q.type, {"questions": 0, "answerable": 0, "unanswerable": 0})
+            counts["questions"] += 1
+            counts["answerable" if has_answer else "unanswerable"] += 1
+        labelled = relevant_counts[answerable]
+        return {
+            "questions": len(self),
+            "answerable": int(answerable.sum()),
+            "unanswerable": int((~answerable).sum()),
+            "unanswerable_share": float((~answerable).mean()) if len(self) else 0.0,
+            "with_filters": sum(bool(q.filters) for q in self),
+            "per_type": dict(sorted(per_type.items())),
+            "relevant_per_question": {
+                "mean": float(labelled.mean()) if labelled.size else 0.0,
+                "min": int(labelled.min()) if labelled.size else 0,
+                "max": int(labelled.max()) if labelled.size else 0,
+            },
+            "judgments": int(sum(len(q.relevant) for q in self)),
+        }
+
+    def check_corpus(self, corpus_ids: Collection[str], lines: Mapping[str, int] | None = None) -> None:
+        """Fail on the first relevant document id that the corpus does not have."""
+        known = corpus_ids if isinstance(corpus_ids, (set, frozenset, dict)) else set(corpus_ids)
+        for q in self.questions:
+            for doc in q.relevant:
+                if doc not in known:
+                    line = (lines or {}).get(q.id)
+                    raise InputError(
+                        f"{where(self.source, line)}: question {q.id!r} labels document {doc!r}, "
+                        "which is not in the corpus"
+                    )
+
+    def warn_if_unbalanced(self) -> None:
+        low, high = RECOMMENDED_SIZE
+        if not low <= len(self) <= high:
+            log.warning("%s: %d questions; a golden set works best with %d to %d", self.source, len(self), low, high)
+        share = self.stats()["unanswerable_share"]
+        low_share, high_share = RECOMMENDED_UNANSWERABLE_SHARE
+        if not low_share <= share <= high_share:
+            log.warning(
+                "%s: %.0f%% of questions are unanswerable; %.0f%% to %.0f%% is recommended",
+                self.source,
+                100 * share,
+                100 * low_share,
+                100 * high_share,
+            )
+
+
+def load_golden(
+    path: str | Path,
+    corpus_ids: Collection[str] | None = None,
+    *,
+    split: str = "test",
+    warn: bool = True,
+) -> GoldenSet:
+    """Read a golden set from JSONL, YAML, TREC qrels or a BEIR folder (by extension or content).
+
+    `corpus_ids`, when given, must contain every relevant document id (a BEIR folder
+    supplies its own corpus)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    lines: dict[str, int] = {}
+    if path.is_dir():
+        golden, corpus_ids = _read_beir(path, split, corpus_ids)
+    else:
+        reader = {"jsonl": _read_jsonl, "yaml": _read_yaml, "qrels": _read_trec_qrels}[_sniff_format(path)]
+        golden, lines = reader(path)
+    if corpus_ids is not None:
+        golden.check_corpus(corpus_ids, lines)
+    if warn:
+        golden.warn_if_unbalanced()
+    return golden
+
+
+def _sniff_format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in {".jsonl", ".json", ".ndjson"}:
+        return "jsonl"
+    if suffix in {".yaml", ".yml"}:
+        return "yaml"
+    first = _first_nonblank_line(path)
+    if first is None:
+        raise InputError(f"{path}: empty file")
+    if first.lstrip().startswith("{"):
+        return "jsonl"
+    if len(first.split()) == 4:
+        return "qrels"
+    raise InputError(
+        f"{path}: unknown golden-set format (expected .jsonl, .yaml, a BEIR folder or TREC qrels "
+        f"'qid 0 docid grade'; line 1 has {len(first.split())} fields)"
+    )
+
+
+def _first_nonblank_line(path: Path) -> str | None:
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                return line
+    return None
+
+
+# ---------------------------------------------------------------- JSONL and YAML
+
+
+def _read_jsonl(path: Path) -> tuple[GoldenSet, dict[str, int]]:
+    records = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append((number, json.loads(line)))
+            except json.JSONDecodeError as error:
+                raise InputError(f"{where(path, number)}: malformed JSON ({error.msg})") from None
+    return _build(path, records)
+
+
+def _read_yaml(path: Path) -> tuple[GoldenSet, dict[str, int]]:
+    loader = yaml.SafeLoader(path.read_text(encoding="utf-8"))
+    try:
+        root = loader.get_single_node()
+        if isinstance(root, yaml.MappingNode):  # {questions: [...]}
+            root = next((v for k, v in root.value if k.value == "questions"), None)
+        if not isinstance(root, yaml.SequenceNode):
+            raise InputError(f"{path}: expected a list of questions (or a 'questions:' list)")
+        records = [(node.start_mark.line + 1, loader.construct_object(node, deep=True)) for node in root.value]
+    except yaml.MarkedYAMLError as error:
+        line = error.problem_mark.line + 1 if error.problem_mark else None
+        raise InputError(f"{where(path, line)}: malformed YAML ({error.problem})") from None
+    finally:
+        loader.dispose()
+    return _build(path, records)
+
+
+def _build(path: Path, records: Iterable[tuple[int, Any]]) -> tuple[GoldenSet, dict[str, int]]:
+    questions: list[Question] = []
+    lines: dict[str, int] = {}
+    for number, record in records:
+        question = _parse_question(record, where(path, number))
+        if question.id in lines:
+            raise InputError(
+                f"{where(path, number)}: duplicate question id {question.id!r} (first on line {lines[question.id]})"
+            )
+        lines[question.id] = number
+        questions.append(question)
+    if not questions:
+        raise InputError(f"{path}: empty file (no questions)")
+    return GoldenSet(tuple(questions), source=str(path)), lines
+
+
+def _parse_question(record: Any, at: str) -> Question:
+    if not isinstance(record, dict):
+        raise InputError(f"{at}: expected an object with 'id', 'question' and 'relevant', got {type(record).__name__}")
+    qid = _identifier(record.get("id"), at, "'id'")
+    text = record.get("question")
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(f"{at}: question {qid!r} has no 'question' text")
+    if "relevant" not in record:
+        raise InputError(f"{at}: question {qid!r} has no 'relevant' (use {{}} for an unanswerable question)")
+    qtype = record.get("type", UNTYPED)
+    if not isinstance(qtype, str) or not qtype:
+        raise InputError(f"{at}: question {qid!r} has 'type' {qtype!r}; expected a non-empty string")
+    filters = record.get("filters") or {}
+    if not isinstance(filters, dict):
+        raise InputError(f"{at}: question {qid!r} has 'filters' that is not a mapping of field to value")
+    tags = record.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise InputError(f"{at}: question {qid!r} has 'tags' that is not a list of strings")
+    return Question(
+        id=qid,
+        question=text,
+        relevant=_relevance(record["relevant"], at, qid),
+        type=qtype,
+        filters=filters,
+        tags=tuple(tags),
+        metadata={k: v for k, v in record.items() if k not in _QUESTION_KEYS},
+    )
+
+
+def _identifier(value: Any, at: str, what: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
+        raise InputError(f"{at}: missing or invalid {what}: {value!r}")
+    return str(value)
+
+
+def _relevance(value: Any, at: str, qid: str) -> dict[str, int]:
+    if value is None:
+        return {}
+    if isinstance(value, list):  # a list of ids means grade 1 each
+        value = {_identifier(doc, at, "relevant document id"): 1 for doc in value}
+    if not isinstance(value, dict):
+        raise InputError(f"{at}: question {qid!r} has 'relevant' of type {type(value).__name__}; expected a mapping")
+    relevant: dict[str, int] = {}
+    for doc, grade in value.items():
+        doc = _identifier(doc, at, "relevant document id")
+        if isinstance(grade, bool) or not isinstance(grade, (int, float)) or grade != int(grade):
+            raise InputError(f"{at}: question {qid!r}: grade of {doc!r} is {grade!r}; expected an integer")
+        if grade < 0:
+            raise InputError(f"{at}: question {qid!r}: grade of {doc!r} is negative ({grade})")
+        relevant[doc] = int(grade)
+    return relevant
+
+
+# ---------------------------------------------------------------- TREC qrels and BEIR
+
+
+def _read_trec_qrels(path: Path) -> tuple[GoldenSet, dict[str, int]]:
+    """`qid iteration docid grade`, whitespace separated; negative grades mean not relevant."""
+    frame = _read_table(path, sep=r"\s+", columns=["qid", "iteration", "docid", "grade"], header=None)
+    return _from_judgments(path, frame[["qid", "docid", "grade"]]), {}
+
+
+def _read_table(path: Path, sep: str, columns: list[str], header: int | None) -> pd.DataFrame:
+    """A whitespace/tab table read by pandas' C parser; on a bad row, re-scan to name the line."""
+    try:
+        frame = pd.read_csv(
+            path, sep=sep, header=header, names=columns, dtype=str, keep_default_na=False, na_values=[""],
+            engine="c", encoding="utf-8",
+        )
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{path}: empty file") from None
+    except (pd.errors.ParserError, UnicodeDecodeError):
+        frame = None
+    if frame is None or frame.isna().any().any() or not frame["grade"].str.fullmatch(r"-?\d+").all():
+        _raise_first_bad_row(path, sep, len(columns), skip=1 if header is not None else 0)
+    if frame.empty:
+        raise InputError(f"{path}: empty file (no judgments)")
+    return frame.astype({"grade": np.int64})
+
+
+def _raise_first_bad_row(path: Path, sep: str, n_fields: int, skip: int) -> None:
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            if number <= skip or not line.strip():
+                continue
+            fields = line.split("\t") if sep == "\t" else line.split()
+            fields = [f.strip() for f in fields]
+            if len(fields) != n_fields:
+                raise InputError(f"{where(path, number)}: expected {n_fields} fields, found {len(fields)}")
+            try:
+                int(fields[-1])
+            except ValueError:
+                raise InputError(f"{where(path, number)}: grade {fields[-1]!r} is not an integer") from None
+    raise InputError(f"{path}: unreadable qrels")
+
+
+def _from_judgments(path: Path, frame: pd.DataFrame) -> GoldenSet:
+    duplicated = frame.duplicated(["qid", "docid"])
+    if duplicated.any():
+        row = frame[duplicated].iloc[0]
+        raise InputError(f"{path}: document {row.docid!r} is judged twice for query {row.qid!r}")
+    frame = frame.sort_values("qid", kind="stable")
+    qids = frame["qid"].to_numpy()
+    starts = np.flatnonzero(np.r_[True, qids[1:] != qids[:-1]])
+    groups = zip(
+        qids[starts],
+        np.split(frame["docid"].to_numpy(), starts[1:]),
+        np.split(frame["grade"].to_numpy(), starts[1:]),
+    )
+    questions = tuple(
+        Question(id=qid, question="", relevant=dict(zip(docs.tolist(), grades.tolist())))
+        for qid, docs, grades in groups
+    )
+    return GoldenSet(questions, source=str(path))
+
+
+def _read_beir(folder: Path, split: str, corpus_ids: Collection[str] | None) -> tuple[GoldenSet, Collection[str]]:
+    """`corpus.jsonl`, `queries.jsonl`, `qrels/<split>.tsv`; only queries in the split's qrels."""
+    qrels_path = folder / "qrels" / f"{split}.tsv"
+    for required in (folder / "queries.jsonl", qrels_path):
+        if not required.is_file():
+            raise InputError(f"{required}: missing (a BEIR folder has corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
+    judged = _from_judgments(qrels_path, _read_table(qrels_path, "\t", ["qid", "docid", "grade"], header=0))
+    texts: dict[str, tuple[str, dict]] = {}
+    with (folder / "queries.jsonl").open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                record = _json_line(line, folder / "queries.jsonl", number)
+                texts[_identifier(record.get("_id"), where(folder / "queries.jsonl", number), "'_id'")] = (
+                    record.get("text", ""),
+                    record.get("metadata") or {},
+                )
+    questions = []
+    for q in judged:
+        if q.id not in texts:
+            raise InputError(f"{qrels_path}: query {q.id!r} is not in {folder / 'queries.jsonl'}")
+        text, metadata = texts[q.id]
+        qtype = metadata.get("type", UNTYPED) if isinstance(metadata, dict) else UNTYPED
+        questions.append(Question(id=q.id, question=text, relevant=q.relevant, type=str(qtype), metadata=metadata))
+    if corpus_ids is None and (folder / "corpus.jsonl").is_file():
+        corpus_ids = _beir_corpus_ids(folder / "corpus.jsonl")
+    return GoldenSet(tuple(questions), source=str(qrels_path)), corpus_ids
+
+
+def _beir_corpus_ids(path: Path) -> set[str]:
+    ids = set()
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                ids.add(_identifier(_json_line(line, path, number).get("_id"), where(path, number), "'_id'"))
+    return ids
+
+
+def _json_line(line: str, path: Path, number: int) -> dict:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{where(path, number)}: malformed JSON ({error.msg})") from None
+    if not isinstance(record, dict):
+        raise InputError(f"{where(path, number)}: expected a JSON object")
+    return record
+

@@ -1,0 +1,25 @@
+"""Retrieval metrics that agree with trec_eval, plus abstention, aggregation and significance."""
+
+from sweep.metrics.evaluation import (
+    ABSTAIN_CORRECT,
+    ABSTAIN_FALSE,
+    DEFAULT_METRICS,
+    Evaluation,
+    evaluate,
+    rank_judgments,
+)
+from sweep.metrics.measures import FAMILIES, Metric, RankedJudgments, parse_metrics, valid_names
+
+__all__ = [
+    "ABSTAIN_CORRECT",
+    "ABSTAIN_FALSE",
+    "DEFAULT_METRICS",
+    "FAMILIES",
+    "Evaluation",
+    "Metric",
+    "RankedJudgments",
+    "evaluate",
+    "parse_metrics",
+    "rank_judgments",
+    "valid_names",
+]

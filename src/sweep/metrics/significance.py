@@ -1,0 +1,107 @@
+"""Uncertainty: bootstrap intervals for means and paired tests between two runs.
+
+Resampling is over questions (the unit a golden set samples) with a fixed seed, so the
+same inputs always give the same intervals and p-values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+SEED = 20261130
+RESAMPLES = 2000
+
+
+def bootstrap_ci(
+    values: pd.DataFrame, confidence: float = 0.95, n_resamples: int = RESAMPLES, seed: int = SEED
+) -> pd.DataFrame:
+    """Percentile bootstrap interval of the mean of each column (NaN rows of a column ignored).
+
+    Returns a frame indexed by column name with mean, low, high."""
+    rows = {}
+    for column in values.columns:
+        sample = values[column].dropna().to_numpy(dtype=float)
+        rows[column] = (sample.mean() if sample.size else np.nan, *_interval(sample, confidence, n_resamples, seed))
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["mean", "low", "high"])
+
+
+def _interval(sample: np.ndarray, confidence: float, n_resamples: int, seed: int) -> tuple[float, float]:
+    if sample.size < 2 or np.ptp(sample) == 0:  # nothing to resample: the interval is the point
+        point = sample.mean() if sample.size else np.nan
+        return point, point
+    result = stats.bootstrap(
+        (sample,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
+        method="percentile", rng=np.random.default_rng(seed),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def holm(p_values: np.ndarray) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1)."""
+    p_values = np.asarray(p_values, dtype=float)
+    m = len(p_values)
+    order = np.argsort(p_values)
+    adjusted = np.maximum.accumulate(np.minimum((m - np.arange(m)) * p_values[order], 1.0))
+    out = np.empty(m)
+    out[order] = adjusted
+    return out
+
+
+def compare(
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    metrics: list[str] | tuple[str, ...],
+    confidence: float = 0.95,
+    n_resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> pd.DataFrame:
+    """Paired comparison of run B against run A on the questions both scored.
+
+    `a`, `b`: per-query tables (index qid) with a column per metric. Per metric: means,
+    delta (B - A), a paired-bootstrap interval of the delta, a two-sided randomization
+    (sign-flip) p-value and a paired-bootstrap p-value, each Holm-corrected across metrics."""
+    rows = []
+    for metric in metrics:
+        paired = pd.concat([a[metric], b[metric]], axis=1, keys=["a", "b"], join="inner").dropna()
+        delta = (paired["b"] - paired["a"]).to_numpy()
+        rows.append(
+            {
+                "metric": metric,
+                "n": len(delta),
+                "mean_a": paired["a"].mean(),
+                "mean_b": paired["b"].mean(),
+                "delta": delta.mean() if delta.size else np.nan,
+                **_paired_bootstrap(delta, confidence, n_resamples, seed),
+                "p_randomization": _randomization_p(delta, n_resamples, seed),
+            }
+        )
+    table = pd.DataFrame(rows).set_index("metric")
+    table["p_randomization_holm"] = holm(table["p_randomization"].to_numpy())
+    table["p_bootstrap_holm"] = holm(table["p_bootstrap"].to_numpy())
+    return table
+
+
+def _paired_bootstrap(delta: np.ndarray, confidence: float, n_resamples: int, seed: int) -> dict[str, float]:
+    if delta.size < 2 or np.ptp(delta) == 0:
+        point = delta.mean() if delta.size else np.nan
+        return {"low": point, "high": point, "p_bootstrap": 1.0 if point == 0 or delta.size < 2 else 0.0}
+    result = stats.bootstrap(
+        (delta,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
+        method="percentile", rng=np.random.default_rng(seed),
+    )
+    means = result.bootstrap_distribution
+    # two-sided: how often the resampled mean falls on the other side of zero
+    p = min(1.0, 2 * min((means <= 0).mean(), (means >= 0).mean()))
+    return {"low": result.confidence_interval.low, "high": result.confidence_interval.high, "p_bootstrap": p}
+
+
+def _randomization_p(delta: np.ndarray, n_resamples: int, seed: int) -> float:
+    if delta.size == 0 or not delta.any():
+        return 1.0
+    result = stats.permutation_test(
+        (delta,), np.mean, permutation_type="samples", n_resamples=n_resamples,
+        alternative="two-sided", rng=np.random.default_rng(seed), vectorized=True,
+    )
+    return float(result.pvalue)

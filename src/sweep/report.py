@@ -1,0 +1,92 @@
+"""Readable console tables: headline metrics with intervals, per-type means, worst questions."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from sweep.metrics import Evaluation
+from sweep.metrics.significance import bootstrap_ci
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return "-" if math.isnan(value) else f"{value:.4f}"
+    return str(value)
+
+
+def overall_table(evaluation: Evaluation, title: str = "Overall", n_resamples: int = 1000) -> Table:
+    answerable = evaluation.answerable
+    intervals = bootstrap_ci(answerable[list(evaluation.metrics)], n_resamples=n_resamples)
+    frame = evaluation.per_query
+    table = Table(
+        title=f"{title}: {int(frame['answerable'].sum())} answerable, {int((~frame['answerable']).sum())} unanswerable",
+        title_justify="left",
+    )
+    table.add_column("metric", no_wrap=True)
+    table.add_column("mean", justify="right")
+    table.add_column("95% CI", justify="right")
+    for name, row in intervals.iterrows():
+        table.add_row(name, _fmt(row["mean"]), f"[{_fmt(row['low'])}, {_fmt(row['high'])}]")
+    for name, value in evaluation.abstention.items():
+        table.add_row(name, _fmt(value), "")
+    return table
+
+
+def frame_table(frame: pd.DataFrame, title: str, index_name: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column(index_name or frame.index.name or "")
+    for column in frame.columns:
+        table.add_column(str(column), justify="right")
+    for key, row in frame.iterrows():
+        table.add_row(str(key), *(_fmt(v) for v in row.tolist()))
+    return table
+
+
+def columns_as_rows(frame: pd.DataFrame, title: str) -> Table:
+    """One row per column of `frame` (e.g. metrics) and one column per index value (e.g. types)."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric", no_wrap=True)
+    for key in frame.index:
+        table.add_column(str(key), justify="right")
+    for column in frame.columns:
+        table.add_row(str(column), *(_fmt(v) for v in frame[column].tolist()))
+    return table
+
+
+def worst_table(worst: pd.DataFrame, metric: str) -> Table:
+    table = Table(title=f"Worst questions by {metric}", title_justify="left")
+    for column in ("qid", metric, "type", "question", "relevant", "retrieved (doc:grade)"):
+        table.add_column(column, overflow="fold")
+    for qid, row in worst.iterrows():
+        table.add_row(
+            str(qid),
+            _fmt(row[metric]),
+            row["type"],
+            row["question"],
+            ", ".join(f"{doc}:{grade}" for doc, grade in row["relevant"].items()),
+            ", ".join(f"{doc}:{grade}" for doc, grade in row["retrieved"]) or "(nothing)",
+        )
+    return table
+
+
+def print_evaluation(
+    evaluation: Evaluation,
+    console: Console | None = None,
+    per_type: bool = True,
+    per_query: bool = False,
+    worst: int = 5,
+) -> None:
+    console = console or Console()
+    console.print(overall_table(evaluation))
+    if per_type:
+        console.print(columns_as_rows(evaluation.by("type"), "Per question type"))
+    if per_query:
+        columns = ["type", "n_retrieved", "top_score", *evaluation.metrics]
+        console.print(frame_table(evaluation.per_query[columns], "Per question", "qid"))
+    if worst and evaluation.metrics:
+        metric = evaluation.headline
+        console.print(worst_table(evaluation.worst(worst, metric), metric))

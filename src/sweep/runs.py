@@ -1,0 +1,205 @@
+"""Runs: what a retrieval system returned for each query, in rank order.
+
+A run read from a file is ordered as trec_eval orders it (score descending, then document
+id descending; the rank column is ignored). A run built by the pipeline keeps the
+retriever's order. Either way a document appears at most once per query.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sweep.errors import InputError, where
+
+log = logging.getLogger(__name__)
+
+TREC_COLUMNS = ["qid", "q0", "docid", "rank", "score", "tag"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """`frame` has columns qid and docid (categorical) and score; each query's rows are
+    contiguous and in rank order."""
+
+    frame: pd.DataFrame
+    name: str = "run"
+
+    # ------------------------------------------------------------ construction
+
+    @classmethod
+    def from_ranked(cls, rankings: Mapping[str, Sequence[tuple[str, float]]], name: str = "run") -> Run:
+        """Results in the retriever's order; a repeated document keeps its first position."""
+        qids = [qid for qid, hits in rankings.items() for _ in hits]
+        docs = [doc for hits in rankings.values() for doc, _ in hits]
+        scores = [float(score) for hits in rankings.values() for _, score in hits]
+        frame = _frame(qids, docs, scores)
+        return cls(_drop_repeats(frame, name), name)
+
+    @classmethod
+    def from_scored(cls, frame: pd.DataFrame, name: str = "run") -> Run:
+        """Order each query's documents as trec_eval does: score descending, then doc id descending."""
+        frame = _categorical(frame)
+        doc_order = frame["docid"].cat.codes.to_numpy()  # categories are sorted, so codes order ids
+        order = np.lexsort((-doc_order, -frame["score"].to_numpy(), frame["qid"].cat.codes.to_numpy()))
+        return cls(_drop_repeats(frame.iloc[order].reset_index(drop=True), name), name)
+
+    @classmethod
+    def read(cls, path: str | Path) -> Run:
+        """A TREC run (`qid Q0 docid rank score tag`) or JSONL (`{"id": qid, "results": [[docid, score], ...]}`)."""
+        path = Path(path)
+        if not path.is_file():
+            raise InputError(f"{path}: no such file")
+        reader = _read_jsonl if _looks_like_jsonl(path) else _read_trec
+        return cls.from_scored(reader(path), name=str(path))
+
+    # ------------------------------------------------------------ views
+
+    @cached_property
+    def qids(self) -> pd.Index:
+        """Queries with at least one result, in the run's order."""
+        return pd.Index(self.frame["qid"].unique().astype(object), dtype=object)
+
+    def rankings(self, limit: int | None = None) -> dict[str, list[tuple[str, float]]]:
+        """qid -> [(docid, score), ...] in rank order, at most `limit` per query."""
+        frame = self.frame if limit is None else self.frame.groupby("qid", observed=True, sort=False).head(limit)
+        out: dict[str, list[tuple[str, float]]] = {}
+        for qid, doc, score in zip(frame["qid"].astype(object), frame["docid"].astype(object), frame["score"]):
+            out.setdefault(qid, []).append((doc, float(score)))
+        return out
+
+    def restrict(self, qids: pd.Index) -> Run:
+        keep = self.frame["qid"].astype(object).isin(qids)
+        return Run(self.frame[keep].reset_index(drop=True), self.name)
+
+    def to_trec(self, path: str | Path, tag: str = "golden-sweep") -> None:
+        frame = self.frame
+        rank = frame.groupby("qid", observed=True, sort=False).cumcount() + 1
+        lines = (
+            frame["qid"].astype(str) + " Q0 " + frame["docid"].astype(str) + " " + rank.astype(str) + " "
+            + frame["score"].map(repr) + f" {tag}\n"
+        )
+        Path(path).write_text("".join(lines), encoding="utf-8")
+
+
+def _frame(qids: Iterable[str], docs: Iterable[str], scores: Iterable[float]) -> pd.DataFrame:
+    frame = pd.DataFrame({"qid": list(qids), "docid": list(docs), "score": np.asarray(list(scores), dtype=float)})
+    return _categorical(frame)
+
+
+def _categorical(frame: pd.DataFrame) -> pd.DataFrame:
+    """qid and docid as categoricals with sorted categories (codes then order ids as strings)."""
+    out = pd.DataFrame(index=frame.index)
+    for column in ("qid", "docid"):
+        values = frame[column]
+        if not isinstance(values.dtype, pd.CategoricalDtype):
+            values = values.astype(str).astype("category")  # inferred categories come out sorted
+        elif not values.cat.categories.is_monotonic_increasing:
+            values = values.cat.reorder_categories(values.cat.categories.sort_values())
+        out[column] = values
+    out["score"] = frame["score"].astype(float)
+    return out
+
+
+def _drop_repeats(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Keep each (query, document) once, at its first (best) position; warn once."""
+    n_docs = len(frame["docid"].cat.categories)
+    key = frame["qid"].cat.codes.to_numpy(np.int64) * max(n_docs, 1) + frame["docid"].cat.codes.to_numpy(np.int64)
+    repeated = pd.Series(key).duplicated().to_numpy()
+    if repeated.any():
+        first = frame[repeated].iloc[0]
+        log.warning(
+            "%s: document %r listed more than once for query %r (%d repeats in all); kept its best-ranked entry",
+            name, first["docid"], first["qid"], int(repeated.sum()),
+        )
+        frame = frame[~repeated].reset_index(drop=True)
+    return frame
+
+
+def _looks_like_jsonl(path: Path) -> bool:
+    if path.suffix.lower() in {".jsonl", ".json", ".ndjson"}:
+        return True
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if line.strip():
+                return line.lstrip().startswith("{")
+    raise InputError(f"{path}: empty file")
+
+
+def _read_trec(path: Path) -> pd.DataFrame:
+    try:
+        frame = pd.read_csv(
+            path, sep=r"\s+", header=None, names=TREC_COLUMNS, usecols=["qid", "docid", "score", "tag"],
+            dtype={"qid": "category", "docid": "category", "tag": "category", "score": float},
+            engine="c", encoding="utf-8",
+        )
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{path}: empty file") from None
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError):
+        frame = None  # the scan below names the line
+    if frame is None or frame[["qid", "docid", "score", "tag"]].isna().any().any():
+        _raise_first_bad_trec_line(path)
+    if frame.empty:
+        raise InputError(f"{path}: empty file")
+    return frame
+
+
+def _raise_first_bad_trec_line(path: Path) -> None:
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            fields = line.split()
+            if len(fields) != len(TREC_COLUMNS):
+                raise InputError(
+                    f"{where(path, number)}: expected 6 fields 'qid Q0 docid rank score tag', found {len(fields)}"
+                )
+            if np.isnan(_number(fields[4], where(path, number))):
+                raise InputError(f"{where(path, number)}: score is NaN")
+    raise InputError(f"{path}: unreadable run file")
+
+
+def _number(text: str, at: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{at}: score {text!r} is not a number") from None
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    qids, docs, scores = [], [], []
+    first_line: dict[str, int] = {}
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            at = where(path, number)
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise InputError(f"{at}: malformed JSON ({error.msg})") from None
+            if not isinstance(record, dict) or "id" not in record or not isinstance(record.get("results"), list):
+                raise InputError(f'{at}: expected {{"id": qid, "results": [[docid, score], ...]}}')
+            qid = str(record["id"])
+            if qid in first_line:
+                raise InputError(f"{at}: duplicate query id {qid!r} (first on line {first_line[qid]})")
+            first_line[qid] = number
+            for hit in record["results"]:
+                if not (isinstance(hit, (list, tuple)) and len(hit) == 2 and isinstance(hit[0], (str, int))):
+                    raise InputError(f"{at}: query {qid!r}: result {hit!r} is not a [docid, score] pair")
+                score = hit[1]
+                if isinstance(score, bool) or not isinstance(score, (int, float)) or score != score:
+                    raise InputError(f"{at}: query {qid!r}: score {score!r} of {hit[0]!r} is not a number")
+                qids.append(qid)
+                docs.append(str(hit[0]))
+                scores.append(float(score))
+    if not first_line:
+        raise InputError(f"{path}: empty file")
+    return _frame(qids, docs, scores)
