@@ -47,9 +47,34 @@ class Run:
     def from_scored(cls, frame: pd.DataFrame, name: str = "run") -> Run:
         """Order each query's documents as trec_eval does: score descending, then doc id descending."""
         frame = _categorical(frame)
-        doc_order = frame["docid"].cat.codes.to_numpy()  # categories are sorted, so codes order ids
-        order = np.lexsort((-doc_order, -frame["score"].to_numpy(), frame["qid"].cat.codes.to_numpy()))
-        return cls(_drop_repeats(frame.iloc[order].reset_index(drop=True), name), name)
+        order = _trec_order(
+            frame["qid"].cat.codes.to_numpy(np.int64),
+            frame["score"].to_numpy(),
+            frame["docid"].cat.codes.to_numpy(np.int64),  # categories are sorted, so codes order ids
+            len(frame["docid"].cat.categories),
+        )
+        if order is not None:
+            frame = frame.iloc[order].reset_index(drop=True)
+        return cls(_drop_repeats(frame, name), name)
+
+    @classmethod
+    def from_dict(cls, run: Mapping[str, Mapping[str, float]], name: str = "run") -> Run:
+        """{qid: {docid: score}}, the shape pytrec_eval and ranx take; ordered as trec_eval orders it."""
+        qids = list(run)
+        sizes = np.fromiter((len(docs) for docs in run.values()), np.int64, len(qids))
+        docs = np.fromiter((doc for hits in run.values() for doc in hits), object, int(sizes.sum()))
+        scores = np.fromiter((score for hits in run.values() for score in hits.values()), float, len(docs))
+        doc_codes, doc_ids = pd.factorize(docs, sort=True)
+        qid_order = np.argsort(np.array(qids, dtype=object))
+        qid_codes = np.repeat(np.argsort(qid_order), sizes)
+        frame = pd.DataFrame(
+            {
+                "qid": pd.Categorical.from_codes(qid_codes, pd.Index(qids, dtype=object)[qid_order]),
+                "docid": pd.Categorical.from_codes(doc_codes, pd.Index(doc_ids, dtype=object)),
+                "score": scores,
+            }
+        )
+        return cls.from_scored(frame, name)
 
     @classmethod
     def read(cls, path: str | Path) -> Run:
@@ -108,19 +133,35 @@ def _categorical(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _trec_order(qid: np.ndarray, score: np.ndarray, doc: np.ndarray, n_docs: int) -> np.ndarray | None:
+    """Row order that puts each query's rows together, score descending, then doc id descending;
+    None when the rows already are. Run files are usually written in rank order, so check that
+    first: then only runs of tied scores can be out of place, and a stable sort (timsort, near
+    linear on nearly sorted keys) of one integer key fixes them."""
+    same_query = qid[1:] == qid[:-1]
+    grouped = len(qid) == 0 or int((~same_query).sum()) + 1 == len(np.unique(qid))
+    if not (grouped and np.all(score[1:][same_query] <= score[:-1][same_query])):
+        return np.lexsort((-doc, -score, qid))
+    tie_group = np.r_[0, np.cumsum(~same_query | (score[1:] != score[:-1]))]
+    key = tie_group * max(n_docs, 1) + (n_docs - 1 - doc)
+    if np.all(key[1:] >= key[:-1]):
+        return None
+    return np.argsort(key, kind="stable")
+
+
 def _drop_repeats(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     """Keep each (query, document) once, at its first (best) position; warn once."""
-    n_docs = len(frame["docid"].cat.categories)
-    key = frame["qid"].cat.codes.to_numpy(np.int64) * max(n_docs, 1) + frame["docid"].cat.codes.to_numpy(np.int64)
+    n_docs = max(len(frame["docid"].cat.categories), 1)
+    key = frame["qid"].cat.codes.to_numpy(np.int64) * n_docs + frame["docid"].cat.codes.to_numpy(np.int64)
+    if len(key) < 2 or np.all(np.diff(np.sort(key)) != 0):  # the usual case, without hashing
+        return frame
     repeated = pd.Series(key).duplicated().to_numpy()
-    if repeated.any():
-        first = frame[repeated].iloc[0]
-        log.warning(
-            "%s: document %r listed more than once for query %r (%d repeats in all); kept its best-ranked entry",
-            name, first["docid"], first["qid"], int(repeated.sum()),
-        )
-        frame = frame[~repeated].reset_index(drop=True)
-    return frame
+    first = frame[repeated].iloc[0]
+    log.warning(
+        "%s: document %r listed more than once for query %r (%d repeats in all); kept its best-ranked entry",
+        name, first["docid"], first["qid"], int(repeated.sum()),
+    )
+    return frame[~repeated].reset_index(drop=True)
 
 
 def _looks_like_jsonl(path: Path) -> bool:
@@ -134,36 +175,45 @@ def _looks_like_jsonl(path: Path) -> bool:
 
 
 def _read_trec(path: Path) -> pd.DataFrame:
+    """pandas' C parser for the common case; the line-by-line parser for anything it rejects,
+    which either names the bad line or reads what trec_eval reads (fields after the sixth ignored)."""
     try:
         frame = pd.read_csv(
             path, sep=r"\s+", header=None, names=TREC_COLUMNS, usecols=["qid", "docid", "score", "tag"],
-            dtype={"qid": "category", "docid": "category", "tag": "category", "score": float},
+            dtype={"qid": str, "docid": str, "tag": str, "score": float},  # str: "007" stays "007"
             engine="c", encoding="utf-8",
         )
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: empty file") from None
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError):
-        frame = None  # the scan below names the line
-    if frame is None or frame[["qid", "docid", "score", "tag"]].isna().any().any():
-        _raise_first_bad_trec_line(path)
+        return _read_trec_lines(path)
+    if frame.isna().any().any():
+        return _read_trec_lines(path)
     if frame.empty:
         raise InputError(f"{path}: empty file")
     return frame
 
 
-def _raise_first_bad_trec_line(path: Path) -> None:
+def _read_trec_lines(path: Path) -> pd.DataFrame:
+    qids, docs, scores = [], [], []
     with path.open(encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
             fields = line.split()
-            if len(fields) != len(TREC_COLUMNS):
+            if not fields:
+                continue
+            if len(fields) < len(TREC_COLUMNS):
                 raise InputError(
                     f"{where(path, number)}: expected 6 fields 'qid Q0 docid rank score tag', found {len(fields)}"
                 )
-            if np.isnan(_number(fields[4], where(path, number))):
+            score = _number(fields[4], where(path, number))
+            if np.isnan(score):
                 raise InputError(f"{where(path, number)}: score is NaN")
-    raise InputError(f"{path}: unreadable run file")
+            qids.append(fields[0])
+            docs.append(fields[2])
+            scores.append(score)
+    if not qids:
+        raise InputError(f"{path}: empty file")
+    return pd.DataFrame({"qid": qids, "docid": docs, "score": scores})
 
 
 def _number(text: str, at: str) -> float:

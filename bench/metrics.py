@@ -1,0 +1,315 @@
+"""Benchmark: golden-sweep's metrics against ranx and pytrec_eval.
+
+    python bench/metrics.py            # 10,000 queries x 100 and x 1,000 results
+    python bench/metrics.py --quick    # 1,000 queries, a smoke run
+
+In one process, on the same synthetic qrels and runs (numpy seed 0), it times
+  ours         Python dicts -> GoldenSet + Run.from_scored + evaluate(), and evaluate() alone
+  ranx         Qrels(dict) + Run(dict) + evaluate(), and evaluate() alone (warm: numba JIT done first)
+  pytrec_eval  RelevanceEvaluator(qrels) + .evaluate(run) + means, and .evaluate(run) + means alone
+then the whole process `python -m sweep.evaluate QRELS RUN --json` against a script that parses the
+same TREC files with pytrec_eval and prints the means. Each time is the best of --reps runs.
+Results are compared with ours per query (means for the whole-process runs); where ranx differs,
+the differing queries are re-scored with ties broken as trec_eval breaks them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
+
+import numba
+import numpy as np
+import pandas as pd
+import pytrec_eval
+import ranx
+from numba.core.errors import NumbaTypeSafetyWarning
+
+from sweep.golden import GoldenSet, Question
+from sweep.metrics import Evaluation, evaluate
+from sweep.runs import Run
+
+# (ours, pytrec_eval, ranx) names of the same measure
+METRICS = [
+    ("precision_at_10", "P_10", "precision@10"),
+    ("precision_at_100", "P_100", "precision@100"),
+    ("recall_at_10", "recall_10", "recall@10"),
+    ("recall_at_100", "recall_100", "recall@100"),
+    ("mrr", "recip_rank", "mrr"),
+    ("ndcg_at_10", "ndcg_cut_10", "ndcg@10"),
+    ("ndcg_at_100", "ndcg_cut_100", "ndcg@100"),
+    ("map_at_10", "map_cut_10", "map@10"),
+    ("map_at_100", "map_cut_100", "map@100"),
+    ("map", "map", "map"),
+]
+OURS = [m[0] for m in METRICS]
+TREC = [m[1] for m in METRICS]
+RANX = [m[2] for m in METRICS]
+TOLERANCE = 1e-6
+
+JUDGED = 20  # judged documents per query
+POOL = 100_003  # document pool (prime, so a stride walk visits distinct documents)
+
+PYTREC_SCRIPT = """\
+import json, sys
+import pytrec_eval
+
+measures = sys.argv[3].split(",")
+with open(sys.argv[1]) as f:
+    qrels = pytrec_eval.parse_qrel(f)
+with open(sys.argv[2]) as f:
+    run = pytrec_eval.parse_run(f)
+per_query = pytrec_eval.RelevanceEvaluator(qrels, set(measures)).evaluate(run)
+json.dump({m: sum(q[m] for q in per_query.values()) / len(per_query) for m in measures}, sys.stdout)
+"""
+
+
+# ---------------------------------------------------------------- data
+
+
+def make_data(n_queries: int, depth: int, seed: int = 0) -> tuple[dict, dict]:
+    """qrels {qid: {doc: grade}} and run {qid: {doc: score}} with exactly `depth` results per query.
+
+    Query q's documents are the walk (a + j*b) mod POOL, j = 0, 1, ...: steps 0..19 are judged
+    (grades 0..3, at least one >= 1); the run holds steps s..s+depth-1 for a random s in 0..10, so
+    some judged documents are never retrieved. Judged documents score higher on average; scores are
+    rounded to 3 decimals, so ties occur."""
+    rng = np.random.default_rng(seed)
+    names = np.array([f"d{i:07d}" for i in range(POOL)], dtype=object)
+    qids = [f"q{i:05d}" for i in range(n_queries)]
+    start = rng.integers(0, POOL, n_queries)[:, None]
+    stride = rng.integers(1, POOL, n_queries)[:, None]
+
+    grades = rng.choice(4, size=(n_queries, JUDGED), p=[0.5, 0.25, 0.15, 0.1])
+    some = rng.integers(0, JUDGED, n_queries)
+    grades[np.arange(n_queries), some] = np.maximum(grades[np.arange(n_queries), some], 1)
+    judged = names[(start + np.arange(JUDGED) * stride) % POOL]
+    qrels = {q: dict(zip(docs, g)) for q, docs, g in zip(qids, judged.tolist(), grades.tolist())}
+
+    steps = rng.integers(0, 11, n_queries)[:, None] + np.arange(depth)
+    boost = np.zeros((n_queries, depth))
+    in_judged = steps < JUDGED
+    boost[in_judged] = 0.8 * np.take_along_axis(grades, np.minimum(steps, JUDGED - 1), axis=1)[in_judged]
+    scores = np.round(rng.normal(size=(n_queries, depth)) + boost, 3)
+    retrieved = names[(start + steps * stride) % POOL]
+    run = {q: dict(zip(docs, s)) for q, docs, s in zip(qids, retrieved.tolist(), scores.tolist())}
+    return qrels, run
+
+
+def write_trec(qrels: dict, run: dict, folder: Path) -> tuple[Path, Path]:
+    qrels_path, run_path = folder / "qrels.txt", folder / "run.txt"
+    qrels_path.write_text(
+        "".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items()), encoding="utf-8"
+    )
+    with run_path.open("w", encoding="utf-8") as out:
+        for q, docs in run.items():
+            ranked = sorted(docs.items(), key=lambda item: -item[1])
+            out.write("".join(f"{q} Q0 {d} {r} {s!r} bench\n" for r, (d, s) in enumerate(ranked, start=1)))
+    return qrels_path, run_path
+
+
+# ---------------------------------------------------------------- the three libraries
+# Each timed call returns what that library's user gets: the means (and per-query values).
+
+
+def ours_objects(qrels: dict, run: dict) -> tuple[GoldenSet, Run]:
+    golden = GoldenSet(tuple(Question(q, "", docs) for q, docs in qrels.items()))
+    frame = pd.DataFrame({
+        "qid": [q for q, docs in run.items() for _ in docs],
+        "docid": [d for docs in run.values() for d in docs],
+        "score": [s for docs in run.values() for s in docs.values()],
+    })
+    return golden, Run.from_scored(frame)
+
+
+def ours_evaluate(golden: GoldenSet, run: Run) -> Evaluation:
+    evaluation = evaluate(golden, run, OURS)
+    _ = evaluation.mean  # computed (and cached) inside the timing
+    return evaluation
+
+
+def pytrec_evaluate(evaluator: pytrec_eval.RelevanceEvaluator, run: dict) -> tuple[dict, dict[str, float]]:
+    """Per-query values and their means (pytrec_eval leaves averaging to its caller)."""
+    per_query = evaluator.evaluate(run)
+    means = {name: sum(q[name] for q in per_query.values()) / len(per_query) for name in TREC}
+    return per_query, means
+
+
+def warm_up_ranx() -> None:
+    """Compile (or load from numba's cache) every kernel the timed calls use."""
+    qrels, run = make_data(20, 120, seed=1)
+    ranx.evaluate(ranx.Qrels(qrels), ranx.Run(run), RANX)
+
+
+# ---------------------------------------------------------------- timing and reporting
+
+
+def best_of(reps: int, fn: Callable[[], object]) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(reps):
+        gc.collect()
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return min(times), result
+
+
+def row(case: str, ours: float, ranx_s: float | None, trec_s: float) -> list[str]:
+    def ratio(other: float | None) -> str:
+        return "—" if other is None else f"{other / ours:.1f}x"
+
+    return [case, f"{ours:.3f}", "—" if ranx_s is None else f"{ranx_s:.3f}", f"{trec_s:.3f}", ratio(ranx_s), ratio(trec_s)]
+
+
+def print_table(title: str, rows: list[list[str]]) -> None:
+    header = ["case", "ours (s)", "ranx (s)", "pytrec_eval (s)", "ranx/ours", "pytrec_eval/ours"]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    print(f"\n{title}\n{line(header)}\n{'  '.join('-' * w for w in widths)}")
+    for r in rows:
+        print(line(r))
+
+
+def compare_means(case: str, ours: dict[str, float], theirs: dict[str, float], name: str) -> str:
+    diffs = {m: theirs[m] - ours[m] for m in OURS}
+    off = {m: d for m, d in diffs.items() if abs(d) > TOLERANCE}
+    if not off:
+        return f"{case}: {name} means agree"
+    return f"{case}: {name} means DIFFER: " + ", ".join(f"{m} {d:+.1e}" for m, d in off.items())
+
+
+def differing(ours: pd.DataFrame, theirs: pd.DataFrame) -> pd.Index:
+    """Queries on which any metric differs by more than TOLERANCE."""
+    diff = (theirs.reindex(index=ours.index, columns=OURS) - ours[OURS]).abs()
+    return diff.index[(diff > TOLERANCE).any(axis=1)]
+
+
+def compare_queries(case: str, ours: pd.DataFrame, theirs: pd.DataFrame, name: str) -> str:
+    bad = differing(ours, theirs)
+    if bad.empty:
+        return f"{case}: {name} agrees on every query and metric"
+    means = theirs[OURS].mean() - ours[OURS].mean()
+    return f"{case}: {name} differs on {len(bad)} of {len(ours)} queries; mean diffs: " + ", ".join(
+        f"{m} {d:+.1e}" for m, d in means.items() if abs(d) > TOLERANCE
+    )
+
+
+def ranx_without_ties(qrels: dict, frame: pd.DataFrame, queries: pd.Index) -> pd.DataFrame:
+    """ranx's per-query values for `queries` with scores replaced by -rank in trec_eval's order
+    (score descending, then doc id descending), so that ranx has no ties to break its own way."""
+    frame = frame[frame["qid"].astype(object).isin(queries)]
+    rank = frame.groupby("qid", observed=True, sort=False).cumcount()
+    run: dict[str, dict[str, float]] = {}
+    for qid, doc, r in zip(frame["qid"].astype(object), frame["docid"].astype(object), rank):
+        run.setdefault(qid, {})[doc] = -float(r)
+    ranx_run = ranx.Run(run)
+    ranx.evaluate(ranx.Qrels({q: qrels[q] for q in run}), ranx_run, RANX)
+    return pd.DataFrame({ours: ranx_run.scores[name] for ours, _, name in METRICS})
+
+
+def in_process(qrels: dict, run: dict, label: str, reps: int) -> tuple[list[list[str]], list[str]]:
+    ours_all, _ = best_of(reps, lambda: ours_evaluate(*ours_objects(qrels, run)))
+    golden, our_run = ours_objects(qrels, run)
+    ours_eval, evaluation = best_of(reps, lambda: ours_evaluate(golden, our_run))
+
+    ranx_all, _ = best_of(reps, lambda: ranx.evaluate(ranx.Qrels(qrels), ranx.Run(run), RANX))
+    ranx_qrels, ranx_run = ranx.Qrels(qrels), ranx.Run(run)
+    ranx_eval, _ = best_of(reps, lambda: ranx.evaluate(ranx_qrels, ranx_run, RANX))
+
+    trec_all, _ = best_of(reps, lambda: pytrec_evaluate(pytrec_eval.RelevanceEvaluator(qrels, set(TREC)), run))
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, set(TREC))
+    trec_eval_s, (trec_per_query, _) = best_of(reps, lambda: pytrec_evaluate(evaluator, run))
+
+    rows = [
+        row(f"{label}: dicts -> objects + evaluate", ours_all, ranx_all, trec_all),
+        row(f"{label}: evaluate only (objects prebuilt)", ours_eval, ranx_eval, trec_eval_s),
+    ]
+    ours_per_query = evaluation.per_query
+    trec_per_query = pd.DataFrame.from_dict(trec_per_query, orient="index").rename(columns=dict(zip(TREC, OURS)))
+    ranx_per_query = pd.DataFrame({ours: ranx_run.scores[name] for ours, _, name in METRICS})
+    notes = [
+        compare_queries(label, ours_per_query, trec_per_query, "pytrec_eval"),
+        compare_queries(label, ours_per_query, ranx_per_query, "ranx"),
+    ]
+    bad = differing(ours_per_query, ranx_per_query)
+    if len(bad):
+        still = differing(ours_per_query.loc[bad], ranx_without_ties(qrels, our_run.frame, bad))
+        notes[-1] += f"\n    with ties broken as trec_eval does (scores -> -rank), ranx still differs on {len(still)} of them"
+    return rows, notes
+
+
+def whole_process(qrels: dict, run: dict, label: str, reps: int, folder: Path) -> tuple[list[list[str]], list[str]]:
+    qrels_path, run_path = write_trec(qrels, run, folder)
+    script = folder / "pytrec_eval_script.py"
+    script.write_text(PYTREC_SCRIPT, encoding="utf-8")
+    ours_cmd = [sys.executable, "-m", "sweep.evaluate", str(qrels_path), str(run_path), "--json", "--metrics", ",".join(OURS)]
+    trec_cmd = [sys.executable, str(script), str(qrels_path), str(run_path), ",".join(TREC)]
+
+    def call(cmd: list[str]) -> dict:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        return json.loads(done.stdout)
+
+    ours_s, ours_out = best_of(reps, lambda: call(ours_cmd))
+    trec_s, trec_out = best_of(reps, lambda: call(trec_cmd))
+    trec_means = {ours: trec_out[name] for ours, name, _ in METRICS}
+    rows = [row(f"{label}: python -m sweep.evaluate vs script", ours_s, None, trec_s)]
+    return rows, [compare_means(f"{label} (files)", ours_out["mean"], trec_means, "pytrec_eval")]
+
+
+def machine() -> str:
+    libs = ["golden-sweep", "numpy", "pandas", "ranx", "numba", "pytrec-eval-terrier"]
+    return (
+        f"python {platform.python_version()} on {platform.system()} {platform.machine()}, "
+        f"nproc {len(os.sched_getaffinity(0))}, numba threads (ranx) {numba.get_num_threads()}\n"
+        + ", ".join(f"{lib} {version(lib)}" for lib in libs)
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1,000 queries instead of 10,000")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions per timing; the best counts (default 3)")
+    args = parser.parse_args()
+    n_queries = 1_000 if args.quick else 10_000
+
+    print(machine())
+    print(f"{n_queries:,} queries, {JUDGED} judged each (grades 0-3), best of {args.reps}; metrics: {', '.join(OURS)}")
+    warnings.simplefilter("ignore", NumbaTypeSafetyWarning)  # ranx's uint64 -> int64 casts
+    warm_up_ranx()
+
+    in_rows, file_rows, notes = [], [], []
+    with tempfile.TemporaryDirectory(prefix="sweep-bench-") as tmp:
+        for depth in (100, 1_000):
+            label = f"{n_queries:,} x {depth:,}"
+            qrels, run = make_data(n_queries, depth)
+            rows, checks = in_process(qrels, run, label, args.reps)
+            in_rows += rows
+            notes += checks
+            rows, checks = whole_process(qrels, run, label, args.reps, Path(tmp))
+            file_rows += rows
+            notes += checks
+            del qrels, run
+            gc.collect()
+
+    print_table("In process (seconds; ratio = their time / ours, > 1 means ours is faster)", in_rows)
+    print_table("Whole process, TREC files (seconds, including interpreter start and imports)", file_rows)
+    print(f"\nAgreement with ours (tolerance {TOLERANCE:g}):")
+    print("\n".join(f"  {note}" for note in notes))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Abstention trade-off curve, bootstrap intervals and paired comparisons."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweep.metrics.abstention import abstention_curve, suggest_min_score
+from sweep.metrics.significance import bootstrap_ci, compare, holm
+
+
+def test_curve_counts_abstentions_at_every_threshold():
+    top = np.array([0.9, 0.7, np.nan, 0.4, 0.6])
+    answerable = np.array([True, True, True, False, False])
+    recall = np.array([1.0, 0.5, 0.0, np.nan, np.nan])
+    curve = abstention_curve(top, answerable, recall).set_index("threshold")
+    assert curve.index.tolist() == [-np.inf, 0.4, 0.6, 0.7, 0.9]
+    # at -inf only the empty result abstains
+    assert curve.loc[-np.inf].tolist() == [0.0, pytest.approx(1 / 3), pytest.approx(1.5 / 3), pytest.approx((0 + 2 / 3) / 2)]
+    # at 0.7 both unanswerable abstain, answerable 0.9 and 0.7 still answer
+    assert curve.loc[0.7, "correct_rate"] == 1.0
+    assert curve.loc[0.7, "false_rate"] == pytest.approx(1 / 3)
+    assert curve.loc[0.7, "metric"] == pytest.approx(1.5 / 3)
+    # at 0.9 the 0.7 question is silenced and loses its recall
+    assert curve.loc[0.9, "metric"] == pytest.approx(1 / 3)
+    assert suggest_min_score(curve.reset_index()) == 0.7
+
+
+def test_curve_without_unanswerable_questions_never_suggests_abstaining():
+    curve = abstention_curve(np.array([0.3, 0.8]), np.array([True, True]), np.array([1.0, 1.0]))
+    assert curve["correct_rate"].isna().all()
+    assert suggest_min_score(curve) == -np.inf
+
+
+def test_bootstrap_intervals_are_seeded_and_bracket_the_mean():
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"a": rng.random(80), "b": rng.integers(0, 2, 80).astype(float), "const": np.ones(80)})
+    first, second = bootstrap_ci(frame), bootstrap_ci(frame)
+    pd.testing.assert_frame_equal(first, second)
+    assert (first["low"] <= first["mean"]).all() and (first["mean"] <= first["high"]).all()
+    assert first.loc["const"].tolist() == [1.0, 1.0, 1.0]
+    assert 0.05 < first.loc["a", "high"] - first.loc["a", "low"] < 0.3
+
+
+def test_holm_adjustment():
+    assert holm(np.array([0.01, 0.04, 0.03])).tolist() == pytest.approx([0.03, 0.06, 0.06])
+    assert holm(np.array([0.5, 0.9])).tolist() == pytest.approx([1.0, 1.0])
+
+
+def test_paired_comparison_finds_a_real_gain_and_not_a_null_one():
+    rng = np.random.default_rng(7)
+    a = pd.DataFrame({"ndcg_at_10": rng.random(60), "mrr": rng.random(60)}, index=[f"q{i}" for i in range(60)])
+    better = a.assign(ndcg_at_10=np.clip(a["ndcg_at_10"] + 0.15 + rng.normal(0, 0.05, 60), 0, 1))
+    table = compare(a, better, ["ndcg_at_10", "mrr"])
+    assert table.loc["ndcg_at_10", "delta"] > 0.1
+    assert table.loc["ndcg_at_10", "low"] > 0
+    assert table.loc["ndcg_at_10", "p_randomization_holm"] < 0.01
+    assert table.loc["ndcg_at_10", "p_bootstrap_holm"] < 0.01
+    assert table.loc["mrr", "delta"] == 0 and table.loc["mrr", "p_randomization"] == 1.0
+    pd.testing.assert_frame_equal(table, compare(a, better, ["ndcg_at_10", "mrr"]))
+
+
+def test_paired_comparison_uses_only_questions_both_runs_scored():
+    a = pd.DataFrame({"m": [0.0, 1.0, np.nan]}, index=["x", "y", "u"])
+    b = pd.DataFrame({"m": [1.0, 1.0]}, index=["x", "y"])
+    assert compare(a, b, ["m"]).loc["m", "n"] == 2
