@@ -4,7 +4,7 @@
     python bench/metrics.py --quick    # 1,000 queries, a smoke run
 
 In one process, on the same synthetic qrels and runs (numpy seed 0), it times
-  ours         Python dicts -> GoldenSet + Run.from_scored + evaluate(), and evaluate() alone
+  ours         Python dicts -> GoldenSet + Run.from_dict + evaluate(), and evaluate() alone
   ranx         Qrels(dict) + Run(dict) + evaluate(), and evaluate() alone (warm: numba JIT done first)
   pytrec_eval  RelevanceEvaluator(qrels) + .evaluate(run) + means, and .evaluate(run) + means alone
 then the whole process `python -m sweep.evaluate QRELS RUN --json` against a script that parses the
@@ -125,12 +125,7 @@ def write_trec(qrels: dict, run: dict, folder: Path) -> tuple[Path, Path]:
 
 def ours_objects(qrels: dict, run: dict) -> tuple[GoldenSet, Run]:
     golden = GoldenSet(tuple(Question(q, "", docs) for q, docs in qrels.items()))
-    frame = pd.DataFrame({
-        "qid": [q for q, docs in run.items() for _ in docs],
-        "docid": [d for docs in run.values() for d in docs],
-        "score": [s for docs in run.values() for s in docs.values()],
-    })
-    return golden, Run.from_scored(frame)
+    return golden, Run.from_dict(run)
 
 
 def ours_evaluate(golden: GoldenSet, run: Run) -> Evaluation:

@@ -1,0 +1,45 @@
+"""The bundled knowledge base and golden set are valid and shaped as the product promises."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from sweep.golden import load_golden
+
+KB = Path(__file__).resolve().parents[1] / "data" / "kb"
+
+
+def corpus() -> dict[str, dict]:
+    with (KB / "corpus.jsonl").open(encoding="utf-8") as handle:
+        return {doc["id"]: doc for doc in map(json.loads, handle)}
+
+
+def matches(metadata: dict, filters: dict) -> bool:
+    return all(metadata.get(field) in (value if isinstance(value, list) else [value]) for field, value in filters.items())
+
+
+def test_golden_set_validates_without_errors_or_warnings(caplog):
+    documents = corpus()
+    with caplog.at_level(logging.WARNING):
+        golden = load_golden(KB / "golden.jsonl", corpus_ids=documents)
+    assert not caplog.records
+    stats = golden.stats()
+    assert 120 <= stats["questions"] <= 180
+    assert 0.10 <= stats["unanswerable_share"] <= 0.20
+    assert len([t for t in stats["per_type"] if t != "unanswerable"]) >= 5
+    assert stats["with_filters"] >= 0.15 * stats["questions"]
+    assert any(grade == 1 for q in golden for grade in q.relevant.values())  # graded, not binary
+
+
+def test_corpus_documents_and_filters_are_consistent():
+    documents = corpus()
+    assert len(documents) >= 100
+    for doc in documents.values():
+        assert 100 <= len(doc["text"].split()) <= 600, doc["id"]
+        assert {"department", "doc_type", "year"} <= doc["metadata"].keys(), doc["id"]
+    assert len({doc["metadata"]["department"] for doc in documents.values()}) >= 5
+    for question in load_golden(KB / "golden.jsonl", warn=False):
+        for doc in question.relevant:
+            assert matches(documents[doc]["metadata"], question.filters), (question.id, doc)

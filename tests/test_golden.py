@@ -1,0 +1,128 @@
+"""Golden sets: every format DESIGN.md names, validation errors with file and line, warnings."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from sweep.errors import InputError
+from sweep.golden import load_golden
+
+GOOD = [
+    {"id": "q1", "question": "How many vacation days?", "type": "factoid", "relevant": {"d1": 2, "d2": 1, "d9": 0}},
+    {"id": "q2", "question": "Hotel limit?", "type": "factoid", "relevant": ["d3"], "filters": {"department": "Finance"}},
+    {"id": 3, "question": "Stolen laptop?", "type": "howto", "relevant": {"d4": 1}, "tags": ["it"]},
+    {"id": "q4", "question": "Chess cup winner 1998?", "type": "unanswerable", "relevant": {}},
+]
+
+
+def write_jsonl(path, records):
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def test_jsonl_round_trip_and_stats(tmp_path):
+    golden = load_golden(write_jsonl(tmp_path / "g.jsonl", GOOD), corpus_ids={"d1", "d2", "d3", "d4", "d9"}, warn=False)
+    assert [q.id for q in golden] == ["q1", "q2", "3", "q4"]
+    assert golden.by_id["q2"].relevant == {"d3": 1}  # a list means grade 1 each
+    assert golden.by_id["q2"].filters == {"department": "Finance"}
+    assert golden.by_id["3"].tags == ("it",)
+    assert not golden.by_id["q4"].answerable
+    stats = golden.stats()
+    assert stats["questions"] == 4 and stats["answerable"] == 3 and stats["unanswerable"] == 1
+    assert stats["per_type"]["factoid"] == {"questions": 2, "answerable": 2, "unanswerable": 0}
+    assert stats["relevant_per_question"] == {"mean": pytest.approx(4 / 3), "min": 1, "max": 2}
+    assert stats["with_filters"] == 1 and stats["judgments"] == 5
+
+
+def test_yaml_reads_the_same_questions(tmp_path):
+    path = tmp_path / "g.yaml"
+    path.write_text(
+        "questions:\n"
+        "  - id: q1\n    question: How many vacation days?\n    type: factoid\n    relevant: {d1: 2, d2: 1}\n"
+        "  - id: q2\n    question: Who won the chess cup?\n    relevant: {}\n",
+        encoding="utf-8",
+    )
+    golden = load_golden(path, warn=False)
+    assert golden.by_id["q1"].relevant == {"d1": 2, "d2": 1} and golden.by_id["q2"].type == "untyped"
+
+
+def test_trec_qrels_keep_negative_grades_as_not_relevant(tmp_path):
+    path = tmp_path / "qrels.txt"
+    path.write_text("1 0 a 2\n1 0 b -1\n2 0 c 0\n", encoding="utf-8")
+    golden = load_golden(path, warn=False)
+    assert golden.by_id["1"].relevant == {"a": 2, "b": -1}
+    assert golden.by_id["1"].answerable and not golden.by_id["2"].answerable
+
+
+def test_beir_folder_with_crlf_keeps_only_queries_in_the_split(tmp_path):
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "d1", "text": "x"}\n{"_id": "d2", "text": "y"}\n')
+    (tmp_path / "queries.jsonl").write_text('{"_id": "1", "text": "first"}\n{"_id": "2", "text": "second"}\n')
+    (tmp_path / "qrels" / "test.tsv").write_bytes(b"query-id\tcorpus-id\tscore\r\n1\td1\t1\r\n1\td2\t0\r\n")
+    golden = load_golden(tmp_path, warn=False)
+    assert [(q.id, q.question, q.relevant) for q in golden] == [("1", "first", {"d1": 1, "d2": 0})]
+    (tmp_path / "qrels" / "test.tsv").write_bytes(b"query-id\tcorpus-id\tscore\r\n1\td7\t1\r\n")
+    with pytest.raises(InputError, match=r"test.tsv: question '1' labels document 'd7', which is not in the corpus"):
+        load_golden(tmp_path, warn=False)
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ([GOOD[0], "{not json"], r"g.jsonl:2: malformed JSON"),
+        ([GOOD[0], {"question": "x", "relevant": {}}], r"g.jsonl:2: missing or invalid 'id'"),
+        ([GOOD[0], "", GOOD[0]], r"g.jsonl:3: duplicate question id 'q1' \(first on line 1\)"),
+        ([{**GOOD[0], "relevant": {"d1": -1}}], r"g.jsonl:1: question 'q1': grade of 'd1' is negative"),
+        ([{**GOOD[0], "relevant": {"d1": "high"}}], r"g.jsonl:1: question 'q1': grade of 'd1' is 'high'"),
+        ([{"id": "q1", "question": "x"}], r"g.jsonl:1: question 'q1' has no 'relevant'"),
+        ([{"id": "q1", "question": "", "relevant": {}}], r"g.jsonl:1: question 'q1' has no 'question' text"),
+        ([GOOD[1], {**GOOD[0], "relevant": {"nope": 1}}], r"g.jsonl:2: question 'q1' labels document 'nope', which is not in the corpus"),
+        (["", "  "], r"g.jsonl: empty file"),
+    ],
+)
+def test_validation_errors_name_file_line_and_problem(tmp_path, lines, message):
+    with pytest.raises(InputError, match=message):
+        load_golden(write_jsonl(tmp_path / "g.jsonl", lines), corpus_ids={"d1", "d2", "d3", "d9"}, warn=False)
+
+
+def test_yaml_errors_carry_the_line(tmp_path):
+    path = tmp_path / "g.yaml"
+    path.write_text("- id: q1\n  question: ok\n  relevant: {}\n- id: q1\n  question: again\n  relevant: {}\n")
+    with pytest.raises(InputError, match=r"g.yaml:4: duplicate question id 'q1'"):
+        load_golden(path)
+    path.write_text("- id: q1\n  question: [unclosed\n")
+    with pytest.raises(InputError, match=r"g.yaml:\d+: malformed YAML"):
+        load_golden(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("1 0 a 1\n1 0 b\n", r"qrels.txt:2: expected 4 fields, found 3"),
+        ("1 0 a 1\n\n1 0 b x\n", r"qrels.txt:3: grade 'x' is not an integer"),
+        ("1 0 a 1\n1 0 a 2\n", r"document 'a' is judged twice for query '1'"),
+        ("just three fields\n", r"unknown golden-set format"),
+        ("", r"qrels.txt: empty file"),
+    ],
+)
+def test_bad_qrels(tmp_path, content, message):
+    path = tmp_path / "qrels.txt"
+    path.write_text(content)
+    with pytest.raises(InputError, match=message):
+        load_golden(path)
+
+
+def test_size_and_balance_are_warnings_not_errors(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING):
+        load_golden(write_jsonl(tmp_path / "g.jsonl", GOOD))
+    messages = [r.message for r in caplog.records]
+    assert any("4 questions; a golden set works best with 50 to 200" in m for m in messages)
+    assert any("25% of questions are unanswerable; 10% to 20% is recommended" in m for m in messages)
+    caplog.clear()
+    balanced = [{"id": f"q{i}", "question": "?", "relevant": {} if i < 10 else {"d1": 1}} for i in range(60)]
+    with caplog.at_level(logging.WARNING):
+        load_golden(write_jsonl(tmp_path / "ok.jsonl", balanced))
+    assert not caplog.records
