@@ -363,7 +363,9 @@ def _from_judgments(path: Path, frame: pd.DataFrame) -> GoldenSet:
         Question(id=qid, question="", relevant=dict(zip(docs.tolist(), grades.tolist())))
         for qid, docs, grades in groups
     )
-    return GoldenSet(questions, source=str(path))
+    golden = GoldenSet(questions, source=str(path))
+    golden.__dict__["judgments"] = frame.reset_index(drop=True)  # prime the cache: same rows, no rebuild
+    return golden
 
 
 def _read_beir(folder: Path, split: str, corpus_ids: Collection[str] | None) -> tuple[GoldenSet, Collection[str]]:

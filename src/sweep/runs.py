@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -64,8 +65,8 @@ class Run:
         """{qid: {docid: score}}, the shape pytrec_eval and ranx take; ordered as trec_eval orders it."""
         qids = list(run)
         sizes = np.fromiter((len(docs) for docs in run.values()), np.int64, len(qids))
-        docs = np.fromiter((doc for hits in run.values() for doc in hits), object, int(sizes.sum()))
-        scores = np.fromiter((score for hits in run.values() for score in hits.values()), float, len(docs))
+        docs = np.fromiter(chain.from_iterable(run.values()), object, int(sizes.sum()))
+        scores = np.fromiter(chain.from_iterable(hits.values() for hits in run.values()), float, len(docs))
         doc_codes, doc_ids = pd.factorize(docs, sort=True)
         qid_order = np.argsort(np.array(qids, dtype=object))
         qid_codes = np.repeat(np.argsort(qid_order), sizes)
