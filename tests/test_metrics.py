@@ -161,3 +161,10 @@ def test_groups_by_type_and_tag_and_the_worst_questions():
     worst = evaluation.worst(2)
     assert worst.index.tolist() == ["c", "b"]
     assert worst.loc["b", "retrieved"] == [("q", 0), ("y", 1)] and worst.loc["c", "relevant"] == {"z": 1}
+
+
+def test_a_run_written_as_trec_reads_back_identically(tmp_path):
+    run = Run.from_ranked({"q1": [("b", 2.5), ("a", 2.5), ("c", 0.1)], "q2": [("007", 1.0)]})
+    run.to_trec(tmp_path / "run.trec")
+    assert Run.read(tmp_path / "run.trec").rankings() == run.rankings()
+    assert (tmp_path / "run.trec").read_text().splitlines()[0] == "q1 Q0 b 1 2.5 golden-sweep"
