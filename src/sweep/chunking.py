@@ -1,0 +1,70 @@
+"""Chunking: split documents into pieces measured in the embedding model's tokens.
+
+Every chunk remembers its document and its character span in `Document.content`, so a chunk
+hit maps back to a document (a document ranks at its best chunk) and to the exact text.
+`size=0` keeps whole documents.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from sweep.corpus import Corpus
+from sweep.errors import InputError
+
+
+@dataclass(frozen=True)
+class Chunk:
+    doc_id: str
+    index: int  # position of the chunk within its document
+    start: int  # character offsets into the document's content
+    end: int
+    text: str
+    n_tokens: int
+
+
+class TokenChunker:
+    """Windows of `size` tokens that overlap by `overlap` tokens; `size=0` means whole documents."""
+
+    def __init__(self, size: int, overlap: int = 0, tokenizer: str | None = None) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise InputError(f"chunk={size!r}: the chunk size must be a whole number of tokens >= 0 (0 = whole documents)")
+        if not isinstance(overlap, int) or not 0 <= overlap < max(size, 1):
+            raise InputError(f"chunking.overlap={overlap!r}: must be >= 0 and smaller than chunk={size}")
+        self.size, self.overlap, self.tokenizer_path = size, overlap, tokenizer
+
+    @cached_property
+    def tokenizer(self) -> Any:
+        from transformers import AutoTokenizer
+
+        from sweep.embed import default_model_path
+
+        return AutoTokenizer.from_pretrained(self.tokenizer_path or default_model_path(), local_files_only=True)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What determines the chunks (part of the embedding cache key)."""
+        return {"strategy": "tokens", "size": self.size, "overlap": self.overlap, "tokenizer": self.tokenizer_path or "default"}
+
+    def split(self, corpus: Corpus) -> list[Chunk]:
+        contents = [doc.content for doc in corpus]
+        encoded = self.tokenizer(contents, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        chunks: list[Chunk] = []
+        for doc, content, offsets in zip(corpus, contents, encoded):
+            chunks.extend(self._windows(doc.id, content, offsets))
+        return chunks
+
+    def _windows(self, doc_id: str, content: str, offsets: list[tuple[int, int]]) -> list[Chunk]:
+        if self.size == 0 or len(offsets) <= self.size:
+            return [Chunk(doc_id, 0, 0, len(content), content, len(offsets))]
+        step = self.size - self.overlap
+        windows = []
+        for index, first in enumerate(range(0, max(len(offsets) - self.overlap, 1), step)):
+            last = min(first + self.size, len(offsets)) - 1
+            start, end = offsets[first][0], offsets[last][1]
+            windows.append(Chunk(doc_id, index, start, end, content[start:end], last - first + 1))
+            if last == len(offsets) - 1:
+                break
+        return windows
