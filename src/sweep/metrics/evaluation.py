@@ -39,31 +39,33 @@ def rank_judgments(golden: GoldenSet, run: Run, relevance_level: int = 1, gain: 
     qids = golden.ids
     frame = run.frame
     row = qids.get_indexer(frame["qid"].cat.categories)[frame["qid"].cat.codes.to_numpy()]
-    known = row >= 0
-    row, docs, scores = row[known], frame["docid"].cat.codes.to_numpy()[known], frame["score"].to_numpy()[known]
+    docs, scores = frame["docid"].cat.codes.to_numpy(), frame["score"].to_numpy()
+    if (row < 0).any():  # run queries that are not in the golden set
+        known = row >= 0
+        row, docs, scores = row[known], docs[known], scores[known]
     n_queries = len(qids)
 
     starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]]) if len(row) else np.array([], dtype=np.int64)
     rank = np.arange(len(row)) - np.repeat(starts, np.diff(np.r_[starts, len(row)]))
     n_retrieved = np.bincount(row, minlength=n_queries)
 
+    # grade of each retrieved (query, document): a hash join on one integer key
     judged = golden.judgments
     judged_row = qids.get_indexer(judged["qid"])
     judged_doc = frame["docid"].cat.categories.get_indexer(judged["docid"])  # -1: never retrieved
-    grades_judged = judged["grade"].to_numpy(dtype=float)
-
+    judged_grade = judged["grade"].to_numpy(dtype=float)
     n_docs = max(len(frame["docid"].cat.categories), 1)
     retrieved = judged_doc >= 0
-    judged_key = judged_row[retrieved].astype(np.int64) * n_docs + judged_doc[retrieved]
-    order = np.argsort(judged_key)
-    judged_key, judged_grade = judged_key[order], grades_judged[retrieved][order]
-    run_key = row.astype(np.int64) * n_docs + docs
-    position = np.clip(np.searchsorted(judged_key, run_key), 0, max(len(judged_key) - 1, 0))
-    found = judged_key[position] == run_key if len(judged_key) else np.zeros(len(run_key), bool)
+    judged_key = pd.Index(judged_row[retrieved].astype(np.int64) * n_docs + judged_doc[retrieved])
+    position = judged_key.get_indexer(row.astype(np.int64) * n_docs + docs)
+    grade_of_hit = np.append(judged_grade[retrieved], 0.0)[position]  # position -1: unjudged, grade 0
 
     grades = np.zeros((n_queries, max(int(n_retrieved.max(initial=0)), 1)))
-    grades[row, rank] = np.where(found, judged_grade[position] if len(judged_key) else 0.0, 0.0)
-    return RankedJudgments(grades, _ideal(judged_row, grades_judged, n_queries), n_retrieved, relevance_level, gain)
+    grades[row, rank] = grade_of_hit
+    top_score = np.full(n_queries, np.nan)
+    top_score[row[starts]] = scores[starts]
+    ideal = _ideal(judged_row, judged_grade, n_queries)
+    return RankedJudgments(grades, ideal, n_retrieved, top_score, relevance_level, gain)
 
 
 def _ideal(row: np.ndarray, grade: np.ndarray, n_queries: int) -> np.ndarray:
@@ -178,15 +180,14 @@ def evaluate(
             run.name, len(extra), golden.source, extra[0],
         )
     ranked = rank_judgments(golden, run, relevance_level, gain)
-    per_query = per_query_table(golden, run, ranked, rank_metrics)
+    per_query = per_query_table(golden, ranked, rank_metrics)
     return Evaluation(per_query, tuple(m.name for m in rank_metrics), abstain, golden, run)
 
 
-def per_query_table(golden: GoldenSet, run: Run, ranked: RankedJudgments, metrics: list[Metric]) -> pd.DataFrame:
+def per_query_table(golden: GoldenSet, ranked: RankedJudgments, metrics: list[Metric]) -> pd.DataFrame:
     frame = golden.questions_frame[["type", "answerable"]].copy()
     frame["n_retrieved"] = ranked.n_retrieved
-    first = run.frame.drop_duplicates("qid")
-    frame["top_score"] = pd.Series(first["score"].to_numpy(), index=first["qid"].astype(object)).reindex(frame.index)
+    frame["top_score"] = ranked.top_score
     frame["abstained"] = (ranked.n_retrieved == 0).astype(float)
     answerable = frame["answerable"].to_numpy()
     for metric in metrics:

@@ -26,6 +26,7 @@ class RankedJudgments:
     grades: np.ndarray  # (queries, depth) float
     ideal: np.ndarray  # (queries, judged) float, positive grades sorted descending, 0-padded
     n_retrieved: np.ndarray  # (queries,) int
+    top_score: np.ndarray  # (queries,) the first result's score, NaN for an empty result
     relevance_level: int = 1  # binary metrics count grade >= this as relevant
     gain: str = "linear"  # nDCG gain: grade (trec_eval) or 2**grade - 1
 
