@@ -1,0 +1,57 @@
+"""Lexical retrievers over chunk texts: BM25 (bm25s) and TF-IDF cosine (scikit-learn).
+
+They answer `search(queries, k)` like a FAISS index does: (scores, chunk ids), best first,
+id -1 past the last match. A chunk that shares no term with the query scores 0 and is not a
+match, so a query with no overlap at all gets an empty result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def _top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Best k per row of a dense (queries, chunks) score matrix, score descending, then id ascending."""
+    k = min(k, scores.shape[1])
+    order = np.lexsort((np.broadcast_to(np.arange(scores.shape[1]), scores.shape), -scores), axis=1)[:, :k]
+    top = np.take_along_axis(scores, order, axis=1)
+    ids = np.where(top > 0, order, -1)
+    return np.where(top > 0, top, -np.inf).astype(np.float32), ids
+
+
+class BM25Retriever:
+    def __init__(self, k1: float = 1.5, b: float = 0.75, method: str = "lucene", stopwords: str = "en") -> None:
+        self.k1, self.b, self.method, self.stopwords = k1, b, method, stopwords
+
+    def build(self, texts: Sequence[str]) -> None:
+        import bm25s
+
+        self.n_chunks = len(texts)
+        self.model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+        self.model.index(bm25s.tokenize(list(texts), stopwords=self.stopwords, show_progress=False), show_progress=False)
+
+    def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        import bm25s
+
+        tokens = bm25s.tokenize(list(queries), stopwords=self.stopwords, return_ids=False, show_progress=False)
+        scores = np.stack([self.model.get_scores(query) for query in tokens]) if tokens else np.zeros((0, self.n_chunks))
+        return _top_k(scores, k)
+
+
+class TfidfRetriever:
+    def __init__(self, sublinear_tf: bool = True, ngram_max: int = 1, stop_words: str | None = "english") -> None:
+        self.sublinear_tf, self.ngram_max, self.stop_words = sublinear_tf, ngram_max, stop_words
+
+    def build(self, texts: Sequence[str]) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        self.vectorizer = TfidfVectorizer(
+            sublinear_tf=self.sublinear_tf, ngram_range=(1, self.ngram_max), stop_words=self.stop_words
+        )
+        self.matrix = self.vectorizer.fit_transform(list(texts))  # rows are unit length: dot = cosine
+
+    def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        scores = (self.vectorizer.transform(list(queries)) @ self.matrix.T).toarray()
+        return _top_k(scores, k)
