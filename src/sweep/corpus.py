@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.errors import InputError, where
+from sweep.records import FirstSeen, identifier, json_lines
 
 SCALARS = (str, int, float, bool)
 
@@ -78,33 +79,20 @@ def load_corpus(path: str | Path) -> Corpus:
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     documents: list[Document] = []
-    first_line: dict[str, int] = {}
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            document = _parse_document(line, where(path, number))
-            if document.id in first_line:
-                raise InputError(
-                    f"{where(path, number)}: duplicate document id {document.id!r} (first on line {first_line[document.id]})"
-                )
-            first_line[document.id] = number
-            documents.append(document)
+    seen = FirstSeen()
+    for number, record in json_lines(path):
+        document = _parse_document(record, where(path, number))
+        seen.add(document.id, path, number, "document id")
+        documents.append(document)
     if not documents:
         raise InputError(f"{path}: empty corpus (no documents)")
     return Corpus(tuple(documents), source=str(path))
 
 
-def _parse_document(line: str, at: str) -> Document:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise InputError(f"{at}: malformed JSON ({error.msg})") from None
+def _parse_document(record: Any, at: str) -> Document:
     if not isinstance(record, dict):
         raise InputError(f"{at}: expected a JSON object with 'id' and 'text'")
-    doc_id = record.get("id", record.get("_id"))
-    if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)) or str(doc_id).strip() == "":
-        raise InputError(f"{at}: missing or invalid document id: {doc_id!r}")
+    doc_id = identifier(record.get("id", record.get("_id")), at, "document id")
     text, title = record.get("text"), record.get("title") or ""
     if not isinstance(text, str):
         raise InputError(f"{at}: document {doc_id!r} has no 'text' string")

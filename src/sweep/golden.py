@@ -8,7 +8,6 @@ are only warnings.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import pandas as pd
 import yaml
 
 from sweep.errors import InputError, where
+from sweep.records import FirstSeen, first_line, identifier, json_lines
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def _sniff_format(path: Path) -> str:
         return "jsonl"
     if suffix in {".yaml", ".yml"}:
         return "yaml"
-    first = _first_nonblank_line(path)
+    first = first_line(path)
     if first is None:
         raise InputError(f"{path}: empty file")
     if first.lstrip().startswith("{"):
@@ -193,28 +193,11 @@ def _sniff_format(path: Path) -> str:
     )
 
 
-def _first_nonblank_line(path: Path) -> str | None:
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                return line
-    return None
-
-
 # ---------------------------------------------------------------- JSONL and YAML
 
 
 def _read_jsonl(path: Path) -> tuple[GoldenSet, dict[str, int]]:
-    records = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append((number, json.loads(line)))
-            except json.JSONDecodeError as error:
-                raise InputError(f"{where(path, number)}: malformed JSON ({error.msg})") from None
-    return _build(path, records)
+    return _build(path, json_lines(path))
 
 
 def _read_yaml(path: Path) -> tuple[GoldenSet, dict[str, int]]:
@@ -236,14 +219,10 @@ def _read_yaml(path: Path) -> tuple[GoldenSet, dict[str, int]]:
 
 def _build(path: Path, records: Iterable[tuple[int, Any]]) -> tuple[GoldenSet, dict[str, int]]:
     questions: list[Question] = []
-    lines: dict[str, int] = {}
+    lines = FirstSeen()
     for number, record in records:
         question = _parse_question(record, where(path, number))
-        if question.id in lines:
-            raise InputError(
-                f"{where(path, number)}: duplicate question id {question.id!r} (first on line {lines[question.id]})"
-            )
-        lines[question.id] = number
+        lines.add(question.id, path, number, "question id")
         questions.append(question)
     if not questions:
         raise InputError(f"{path}: empty file (no questions)")
@@ -253,7 +232,7 @@ def _build(path: Path, records: Iterable[tuple[int, Any]]) -> tuple[GoldenSet, d
 def _parse_question(record: Any, at: str) -> Question:
     if not isinstance(record, dict):
         raise InputError(f"{at}: expected an object with 'id', 'question' and 'relevant', got {type(record).__name__}")
-    qid = _identifier(record.get("id"), at, "'id'")
+    qid = identifier(record.get("id"), at, "'id'")
     text = record.get("question")
     if not isinstance(text, str) or not text.strip():
         raise InputError(f"{at}: question {qid!r} has no 'question' text")
@@ -279,22 +258,16 @@ def _parse_question(record: Any, at: str) -> Question:
     )
 
 
-def _identifier(value: Any, at: str, what: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
-        raise InputError(f"{at}: missing or invalid {what}: {value!r}")
-    return str(value)
-
-
 def _relevance(value: Any, at: str, qid: str) -> dict[str, int]:
     if value is None:
         return {}
     if isinstance(value, list):  # a list of ids means grade 1 each
-        value = {_identifier(doc, at, "relevant document id"): 1 for doc in value}
+        value = {identifier(doc, at, "relevant document id"): 1 for doc in value}
     if not isinstance(value, dict):
         raise InputError(f"{at}: question {qid!r} has 'relevant' of type {type(value).__name__}; expected a mapping")
     relevant: dict[str, int] = {}
     for doc, grade in value.items():
-        doc = _identifier(doc, at, "relevant document id")
+        doc = identifier(doc, at, "relevant document id")
         if isinstance(grade, bool) or not isinstance(grade, (int, float)) or grade != int(grade):
             raise InputError(f"{at}: question {qid!r}: grade of {doc!r} is {grade!r}; expected an integer")
         if grade < 0:
@@ -375,15 +348,14 @@ def _read_beir(folder: Path, split: str, corpus_ids: Collection[str] | None) -> 
         if not required.is_file():
             raise InputError(f"{required}: missing (a BEIR folder has corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
     judged = _from_judgments(qrels_path, _read_table(qrels_path, "\t", ["qid", "docid", "grade"], header=0))
+    queries = folder / "queries.jsonl"
     texts: dict[str, tuple[str, dict]] = {}
-    with (folder / "queries.jsonl").open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                record = _json_line(line, folder / "queries.jsonl", number)
-                texts[_identifier(record.get("_id"), where(folder / "queries.jsonl", number), "'_id'")] = (
-                    record.get("text", ""),
-                    record.get("metadata") or {},
-                )
+    for number, record in json_lines(queries):
+        record = _object(record, where(queries, number))
+        texts[identifier(record.get("_id"), where(queries, number), "'_id'")] = (
+            record.get("text", ""),
+            record.get("metadata") or {},
+        )
     questions = []
     for q in judged:
         if q.id not in texts:
@@ -397,20 +369,13 @@ def _read_beir(folder: Path, split: str, corpus_ids: Collection[str] | None) -> 
 
 
 def _beir_corpus_ids(path: Path) -> set[str]:
-    ids = set()
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                ids.add(_identifier(_json_line(line, path, number).get("_id"), where(path, number), "'_id'"))
-    return ids
+    return {
+        identifier(_object(record, where(path, number)).get("_id"), where(path, number), "'_id'")
+        for number, record in json_lines(path)
+    }
 
 
-def _json_line(line: str, path: Path, number: int) -> dict:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise InputError(f"{where(path, number)}: malformed JSON ({error.msg})") from None
+def _object(record: Any, at: str) -> dict:
     if not isinstance(record, dict):
-        raise InputError(f"{where(path, number)}: expected a JSON object")
+        raise InputError(f"{at}: expected a JSON object")
     return record
-

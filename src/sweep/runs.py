@@ -7,7 +7,6 @@ retriever's order. Either way a document appears at most once per query.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import pyarrow as pa
 from pyarrow import csv as pa_csv
 
 from sweep.errors import InputError, where
+from sweep.records import FirstSeen, first_line, json_lines
 
 log = logging.getLogger(__name__)
 
@@ -168,11 +168,10 @@ def _drop_repeats(frame: pd.DataFrame, name: str) -> pd.DataFrame:
 
 
 def _first_line(path: Path) -> str:
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            if line.strip():
-                return line
-    raise InputError(f"{path}: empty file")
+    line = first_line(path)
+    if line is None:
+        raise InputError(f"{path}: empty file")
+    return line
 
 
 def _looks_like_jsonl(path: Path) -> bool:
@@ -253,31 +252,22 @@ def _number(text: str, at: str) -> float:
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
     qids, docs, scores = [], [], []
-    first_line: dict[str, int] = {}
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            at = where(path, number)
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InputError(f"{at}: malformed JSON ({error.msg})") from None
-            if not isinstance(record, dict) or "id" not in record or not isinstance(record.get("results"), list):
-                raise InputError(f'{at}: expected {{"id": qid, "results": [[docid, score], ...]}}')
-            qid = str(record["id"])
-            if qid in first_line:
-                raise InputError(f"{at}: duplicate query id {qid!r} (first on line {first_line[qid]})")
-            first_line[qid] = number
-            for hit in record["results"]:
-                if not (isinstance(hit, (list, tuple)) and len(hit) == 2 and isinstance(hit[0], (str, int))):
-                    raise InputError(f"{at}: query {qid!r}: result {hit!r} is not a [docid, score] pair")
-                score = hit[1]
-                if isinstance(score, bool) or not isinstance(score, (int, float)) or score != score:
-                    raise InputError(f"{at}: query {qid!r}: score {score!r} of {hit[0]!r} is not a number")
-                qids.append(qid)
-                docs.append(str(hit[0]))
-                scores.append(float(score))
-    if not first_line:
+    seen = FirstSeen()
+    for number, record in json_lines(path):
+        at = where(path, number)
+        if not isinstance(record, dict) or "id" not in record or not isinstance(record.get("results"), list):
+            raise InputError(f'{at}: expected {{"id": qid, "results": [[docid, score], ...]}}')
+        qid = str(record["id"])
+        seen.add(qid, path, number, "query id")
+        for hit in record["results"]:
+            if not (isinstance(hit, (list, tuple)) and len(hit) == 2 and isinstance(hit[0], (str, int))):
+                raise InputError(f"{at}: query {qid!r}: result {hit!r} is not a [docid, score] pair")
+            score = hit[1]
+            if isinstance(score, bool) or not isinstance(score, (int, float)) or score != score:
+                raise InputError(f"{at}: query {qid!r}: score {score!r} of {hit[0]!r} is not a number")
+            qids.append(qid)
+            docs.append(str(hit[0]))
+            scores.append(float(score))
+    if not seen:
         raise InputError(f"{path}: empty file")
     return _frame(qids, docs, scores)
