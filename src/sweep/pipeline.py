@@ -1,0 +1,110 @@
+"""One retrieval run: chunk → embed (cached) → index → search → documents (+ abstain) → Run.
+
+Chunk hits collapse to documents (a document ranks at its best chunk). If the top score is
+below `min_score` the system answers nothing, which is right for unanswerable questions.
+Times and latencies are measured here, where the work happens.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from sweep.chunking import Chunk, TokenChunker
+from sweep.corpus import Corpus
+from sweep.embed import EmbeddingCache, SentenceTransformerEmbedder
+from sweep.golden import GoldenSet
+from sweep.index import FaissIndex
+from sweep.runs import Run
+
+
+class Retriever(Protocol):
+    def build(self, texts: Sequence[str]) -> None: ...
+
+    def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@dataclass
+class DenseRetriever:
+    """A sentence-transformers model over a FAISS index, with chunk vectors cached on disk."""
+
+    embedder: SentenceTransformerEmbedder
+    index: FaissIndex
+    cache: EmbeddingCache | None = None
+    chunking: dict[str, Any] = field(default_factory=dict)  # part of the cache key
+    cache_hit: bool = False
+    embed_s: float = 0.0
+
+    def build(self, texts: Sequence[str]) -> None:
+        start = time.perf_counter()
+
+        def compute() -> np.ndarray:
+            return self.embedder.encode_documents(texts, progress=True)
+
+        if self.cache is None:
+            vectors = compute()
+        else:
+            key = self.cache.key(self.embedder.identity, self.chunking, texts)
+            vectors, self.cache_hit = self.cache.get_or_compute(key, compute)
+        self.embed_s = time.perf_counter() - start
+        self.index.build(vectors)
+
+    def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.index.search(self.embedder.encode_queries(queries), k)
+
+
+def collapse_to_documents(scores: np.ndarray, chunk_ids: np.ndarray, chunks: Sequence[Chunk], depth: int) -> list[tuple[str, float]]:
+    """Best chunk per document, in hit order (hits arrive best first), at most `depth` documents."""
+    ranking: dict[str, float] = {}
+    for score, chunk_id in zip(scores.tolist(), chunk_ids.tolist()):
+        if chunk_id < 0:
+            break
+        ranking.setdefault(chunks[chunk_id].doc_id, score)
+        if len(ranking) == depth:
+            break
+    return list(ranking.items())
+
+
+@dataclass
+class RunResult:
+    run: Run
+    chunks: list[Chunk]
+    timings: dict[str, float]  # seconds, and per-query latencies in ms
+
+
+@dataclass
+class Pipeline:
+    chunker: TokenChunker
+    retriever: Retriever
+    depth: int = 100  # documents per question: deep enough for every metric cutoff
+    chunk_depth: int = 400  # chunk hits fetched before collapsing to documents
+    min_score: float | None = None  # abstain below this top score
+
+    def run(self, corpus: Corpus, golden: GoldenSet, name: str = "run") -> RunResult:
+        chunks = self.chunker.split(corpus)
+        start = time.perf_counter()
+        self.retriever.build([c.text for c in chunks])
+        build_s = time.perf_counter() - start
+
+        rankings: dict[str, list[tuple[str, float]]] = {}
+        latencies = []
+        for question in golden:
+            start = time.perf_counter()
+            scores, ids = self.retriever.search([question.question], self.chunk_depth)
+            ranking = collapse_to_documents(scores[0], ids[0], chunks, self.depth)
+            latencies.append(1000 * (time.perf_counter() - start))
+            if ranking and (self.min_score is None or ranking[0][1] >= self.min_score):
+                rankings[question.id] = ranking
+        embed_s = getattr(self.retriever, "embed_s", 0.0)
+        timings = {
+            "time/embed_s": embed_s,
+            "time/index_s": build_s - embed_s,
+            "latency/search_ms_p50": float(np.percentile(latencies, 50)),
+            "latency/search_ms_p95": float(np.percentile(latencies, 95)),
+        }
+        return RunResult(Run.from_ranked(rankings, name), chunks, timings)
+
