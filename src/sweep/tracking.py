@@ -1,0 +1,129 @@
+"""MLflow: what every run receives, under DESIGN.md's names.
+
+params: the resolved config flattened to dotted keys. metrics: headline means, per type
+(`type/<type>/<metric>`, `type/<type>/n`), abstention, cost. Tables via `mlflow.log_table`,
+the golden set as a dataset input with its digest, and tags for data digests, git commit and
+package versions. MLflow metric names may not contain `@`; ours never do.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pandas as pd
+
+from sweep.corpus import Corpus
+from sweep.golden import GoldenSet
+from sweep.metrics import Evaluation
+
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # else 3.17's UI opens GenAI mode
+PACKAGES = ("golden-sweep", "mlflow", "hydra-core", "faiss-cpu", "sentence-transformers", "torch", "bm25s", "scikit-learn")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_\-./: ]")
+
+
+def metric_key(name: str) -> str:
+    """A name MLflow accepts: letters, digits and `_ - . / : space`."""
+    return _UNSAFE.sub("_", name.replace("@", "_at_"))
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """{"index": {"M": 32}} -> {"index.M": "32"}; lists become their string form."""
+    flat: dict[str, str] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat |= flatten(value, f"{name}.")
+        else:
+            flat[name] = str(value)
+    return flat
+
+
+def use_experiment(name: str) -> str:
+    """Create or reuse the experiment (artifacts under ./mlruns for a local SQLite store); its id."""
+    experiment = mlflow.get_experiment_by_name(name)
+    if experiment is None:
+        artifacts = None
+        if mlflow.get_tracking_uri().startswith("sqlite:"):
+            artifacts = (Path.cwd() / "mlruns").as_uri()
+        experiment_id = mlflow.create_experiment(name, artifact_location=artifacts, tags=EXPERIMENT_KIND)
+    else:
+        experiment_id = experiment.experiment_id
+        for key, value in EXPERIMENT_KIND.items():
+            mlflow.MlflowClient().set_experiment_tag(experiment_id, key, value)
+    mlflow.set_experiment(experiment_id=experiment_id)
+    return experiment_id
+
+
+def evaluation_metrics(evaluation: Evaluation) -> dict[str, float]:
+    """Headline means, abstention rates and per-type means, skipping what is undefined (NaN)."""
+    values = dict(evaluation.mean)
+    for qtype, row in evaluation.by("type").iterrows():
+        values[f"type/{qtype}/n"] = float(row["n"])
+        for name in [*evaluation.metrics, *evaluation.abstain_metrics]:
+            values[f"type/{qtype}/{name}"] = row[name]
+    return {metric_key(k): float(v) for k, v in values.items() if not math.isnan(v)}
+
+
+def log_evaluation(evaluation: Evaluation, worst: int = 10) -> None:
+    mlflow.log_metrics(evaluation_metrics(evaluation))
+    per_query = evaluation.per_query.reset_index()
+    per_query.insert(2, "question", [evaluation.golden.by_id[q].question for q in per_query["qid"]])
+    mlflow.log_table(per_query, "tables/per_query.json")
+    mlflow.log_table(evaluation.by("type").reset_index(), "tables/per_type.json")
+    worst_table = evaluation.worst(worst).reset_index()
+    worst_table["relevant"] = worst_table["relevant"].map(_as_text)
+    worst_table["retrieved"] = worst_table["retrieved"].map(_as_text)
+    mlflow.log_table(worst_table, "tables/worst_queries.json")
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}:{v}" for k, v in value.items())
+    return ", ".join(f"{doc}:{grade}" for doc, grade in value)
+
+
+def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
+    """The golden set as an MLflow dataset (digest included), plus data digests as tags."""
+    frame = pd.DataFrame(
+        {
+            "id": [q.id for q in golden],
+            "question": [q.question for q in golden],
+            "type": [q.type for q in golden],
+            "relevant": [_as_text(q.relevant) for q in golden],
+        }
+    )
+    dataset = mlflow.data.from_pandas(frame, source=golden.source, name=Path(golden.source).name)
+    mlflow.log_input(dataset, context="golden")
+    mlflow.set_tags({"data.golden_digest": dataset.digest, "data.corpus_digest": corpus.digest, "data.corpus": corpus.source})
+
+
+def environment_tags() -> dict[str, str]:
+    tags = {f"version.{name}": _version(name) for name in PACKAGES}
+    commit = _git_commit()
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    return tags
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _git_commit() -> str | None:
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10
+        )
+    except OSError:
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None

@@ -1,0 +1,57 @@
+"""MLflow logging against a real SQLite store in tmp_path, read back through MlflowClient."""
+
+from __future__ import annotations
+
+import json
+
+import mlflow
+import pytest
+from conftest import golden_of, ranked
+
+from sweep.corpus import Corpus, Document
+from sweep.metrics import evaluate
+from sweep.tracking import environment_tags, flatten, log_evaluation, log_golden_input, metric_key, use_experiment
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    yield tmp_path
+    mlflow.set_tracking_uri(None)
+
+
+def test_names_and_flattening():
+    assert metric_key("recall@5") == "recall_at_5" and metric_key("type/how to/ndcg_at_10") == "type/how to/ndcg_at_10"
+    assert metric_key("type/Q&A/mrr") == "type/Q_A/mrr"
+    assert flatten({"index": {"name": "hnsw", "M": 32}, "chunk": 256}) == {"index.name": "hnsw", "index.M": "32", "chunk": "256"}
+
+
+def test_a_run_receives_metrics_tables_dataset_and_tags(store):
+    golden = golden_of(
+        {"q1": {"a": 1}, "q2": {"b": 2}, "u": {}}, types={"q1": "factoid", "q2": "howto", "u": "unanswerable"}
+    )
+    evaluation = evaluate(golden, ranked({"q1": ["a"], "q2": ["x", "b"]}), ["recall_at_1", "mrr", "abstain/correct_rate"])
+    corpus = Corpus((Document("a", "text a"), Document("b", "text b")))
+    experiment_id = use_experiment("golden-sweep-test")
+    with mlflow.start_run() as run:
+        mlflow.log_params(flatten({"index": {"name": "flat"}, "chunk": 256}))
+        log_evaluation(evaluation)
+        log_golden_input(golden, corpus)
+        mlflow.set_tags(environment_tags())
+    client = mlflow.MlflowClient()
+    logged = client.get_run(run.info.run_id)
+    metrics = logged.data.metrics
+    assert metrics["recall_at_1"] == 0.5 and metrics["mrr"] == 0.75 and metrics["abstain/correct_rate"] == 1.0
+    assert metrics["type/factoid/recall_at_1"] == 1.0 and metrics["type/howto/mrr"] == 0.5
+    assert metrics["type/unanswerable/n"] == 1 and "type/unanswerable/mrr" not in metrics
+    assert logged.data.params == {"index.name": "flat", "chunk": "256"}
+    assert logged.data.tags["data.corpus_digest"] == corpus.digest
+    assert "version.mlflow" in logged.data.tags
+    assert client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "tables")}
+    assert artifacts == {"tables/per_query.json", "tables/per_type.json", "tables/worst_queries.json"}
+    per_query = json.loads((store / "mlruns").joinpath(run.info.run_id, "artifacts", "tables", "per_query.json").read_text())
+    assert len(per_query["data"]) == 3
+    inputs = logged.inputs.dataset_inputs
+    assert len(inputs) == 1 and inputs[0].dataset.digest == logged.data.tags["data.golden_digest"]
