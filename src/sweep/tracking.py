@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import subprocess
+import warnings
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
@@ -99,7 +100,9 @@ def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
             "relevant": [_as_text(q.relevant) for q in golden],
         }
     )
-    dataset = mlflow.data.from_pandas(frame, source=golden.source, name=Path(golden.source).name)
+    with warnings.catch_warnings():  # MLflow registers its local-file source twice and says so
+        warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted in multiple ways")
+        dataset = mlflow.data.from_pandas(frame, source=str(Path(golden.source).resolve()), name=Path(golden.source).name)
     mlflow.log_input(dataset, context="golden")
     mlflow.set_tags({"data.golden_digest": dataset.digest, "data.corpus_digest": corpus.digest, "data.corpus": corpus.source})
 

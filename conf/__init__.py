@@ -1,0 +1,1 @@
+"""Hydra configuration groups (shipped in the wheel as sweep.conf)."""

@@ -1,0 +1,1 @@
+"""Bundled golden sets and corpora (shipped in the wheel as sweep.data)."""

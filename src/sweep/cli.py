@@ -1,0 +1,137 @@
+"""The Hydra app behind `python -m sweep`: one run per configuration, logged to MLflow.
+
+A multirun gets one parent run (`ParentRunCallback`) with every combination as a child; a
+combination that fails becomes a FAILED child with its error and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import mlflow
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from sweep.corpus import load_corpus
+from sweep.embed import EmbeddingCache, SentenceTransformerEmbedder
+from sweep.errors import InputError
+from sweep.golden import load_golden
+from sweep.metrics import Evaluation, evaluate
+from sweep.pipeline import DenseRetriever, Pipeline
+from sweep.tracking import environment_tags, flatten, log_evaluation, log_golden_input, use_experiment
+
+log = logging.getLogger("sweep")
+PARENT_RUN = "SWEEP_PARENT_RUN_ID"
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+
+OmegaConf.register_new_resolver("sweep_data", lambda name: str(resources.files("sweep.data") / name), replace=True)
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+
+
+def build_pipeline(cfg: DictConfig) -> Pipeline:
+    chunker = instantiate(cfg.chunking)
+    model = instantiate(cfg.model)
+    if isinstance(model, SentenceTransformerEmbedder):
+        retriever = DenseRetriever(model, instantiate(cfg.index), EmbeddingCache(cfg.cache_dir), chunker.identity)
+    else:
+        retriever = model  # lexical models search their own index; `index` does not apply
+    return Pipeline(chunker, retriever, depth=cfg.depth, chunk_depth=cfg.chunk_depth, min_score=cfg.abstain.min_score)
+
+
+def overrides() -> list[str]:
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def run(cfg: DictConfig) -> dict[str, float]:
+    """Evaluate one configuration and log it as an MLflow run; the headline metrics."""
+    mlflow.set_tracking_uri(tracking_uri())
+    use_experiment(cfg.experiment)
+    parent = os.environ.get(PARENT_RUN)
+    name = " ".join(overrides()) or "default"
+    with mlflow.start_run(run_name=name, parent_run_id=parent, nested=parent is not None) as active:
+        try:
+            evaluation = _evaluate_and_log(cfg, name)
+        except Exception as error:  # leaving the block marks the run FAILED; say why
+            mlflow.set_tag("error", f"{type(error).__name__}: {error}")
+            raise
+        log.info("run %s logged to %s", active.info.run_id, tracking_uri())
+    return evaluation.mean
+
+
+def _evaluate_and_log(cfg: DictConfig, name: str) -> Evaluation:
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    mlflow.log_params(flatten(resolved))
+    mlflow.log_dict(resolved, "config/resolved.yaml")
+    mlflow.log_dict({"overrides": overrides()}, "config/overrides.yaml")
+    mlflow.set_tags(environment_tags() | {"sweep.overrides": name})
+
+    corpus = load_corpus(cfg.golden.corpus)
+    golden = load_golden(cfg.golden.path, corpus_ids=corpus.by_id, split=cfg.golden.split)
+    log_golden_input(golden, corpus)
+    result = build_pipeline(cfg).run(corpus, golden, name=name)
+    start = time.perf_counter()
+    evaluation = evaluate(golden, result.run)
+    metrics_s = time.perf_counter() - start
+    mlflow.log_metrics(result.timings | {"time/metrics_s": metrics_s, "corpus/chunks": float(len(result.chunks))})
+    log_evaluation(evaluation)
+    with tempfile.TemporaryDirectory() as folder:
+        result.run.to_trec(Path(folder) / "run.trec")
+        mlflow.log_artifact(str(Path(folder) / "run.trec"))
+    return evaluation
+
+
+class ParentRunCallback(Callback):
+    """Opens the parent run before the first combination and closes it after the last."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        mlflow.set_tracking_uri(tracking_uri())
+        use_experiment(config.experiment)
+        parent = mlflow.start_run(run_name=f"sweep {' '.join(config.hydra.overrides.task)}")
+        mlflow.set_tags({"sweep.parent": "true", "sweep.overrides": " ".join(config.hydra.overrides.task)})
+        os.environ[PARENT_RUN] = parent.info.run_id
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        parent_id = os.environ.pop(PARENT_RUN, None)
+        if parent_id is None:
+            return
+        children = mlflow.search_runs(filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
+        if len(children):
+            columns = [c for c in children.columns if c.startswith("metrics.") and "/" not in c] + ["status"]
+            leaderboard = children.set_index("tags.sweep.overrides")[columns].reset_index()
+            mlflow.log_table(leaderboard, "tables/leaderboard.json", run_id=parent_id)
+        mlflow.end_run()
+
+
+def is_multirun() -> bool:
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def safe_run(cfg: DictConfig) -> dict[str, float] | None:
+    """`run`; a failed combination of a multirun is logged (FAILED run, `error` tag) and the
+    sweep goes on; a single run with bad input exits with code 2 and a one-line error."""
+    try:
+        return run(cfg)
+    except Exception as error:
+        cause = error.__cause__ if isinstance(error, InstantiationException) else error
+        if isinstance(cause, InputError):
+            log.error("%s", cause)
+        elif is_multirun():
+            log.exception("this combination failed; the sweep goes on")
+        else:
+            raise
+        if is_multirun():
+            return None
+        raise SystemExit(2) from None
