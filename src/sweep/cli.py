@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import tempfile
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
 
 from sweep.corpus import load_corpus
 from sweep.embed import EmbeddingCache, SentenceTransformerEmbedder
@@ -28,14 +29,14 @@ from sweep.errors import InputError
 from sweep.golden import load_golden
 from sweep.metrics import Evaluation, evaluate
 from sweep.pipeline import DenseRetriever, Pipeline
-from sweep.tracking import environment_tags, flatten, log_evaluation, log_golden_input, use_experiment
+from sweep.report import frame_table, print_evaluation
+from sweep.tracking import environment_tags, flatten, log_evaluation, log_golden_input, log_plots, use_experiment
 
 log = logging.getLogger("sweep")
 PARENT_RUN = "SWEEP_PARENT_RUN_ID"
+HEADLINE = ("ndcg_at_10", "recall_at_5", "mrr", "abstain/correct_rate", "latency/search_ms_p50")
+CONSOLE = Console()
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
-
-OmegaConf.register_new_resolver("sweep_data", lambda name: str(resources.files("sweep.data") / name), replace=True)
-
 
 def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
@@ -67,8 +68,24 @@ def run(cfg: DictConfig) -> dict[str, float]:
         except Exception as error:  # leaving the block marks the run FAILED; say why
             mlflow.set_tag("error", f"{type(error).__name__}: {error}")
             raise
-        log.info("run %s logged to %s", active.info.run_id, tracking_uri())
+    if is_multirun():
+        headline = ", ".join(f"{k} {evaluation.mean[k]:.4f}" for k in HEADLINE if k in evaluation.mean)
+        log.info("%s: %s", name, headline)
+    else:
+        print_evaluation(evaluation, console=CONSOLE)
+        print_ui_hint(active.info.experiment_id)
     return evaluation.mean
+
+
+def print_ui_hint(experiment_id: str) -> None:
+    uri = tracking_uri()
+    if uri.startswith("sqlite:"):
+        CONSOLE.print(f"Compare runs: mlflow ui --backend-store-uri {uri}")
+        base = "http://127.0.0.1:5000"
+    else:
+        base = uri.rstrip("/")
+    # 3.17's UI opens an experiment in GenAI mode, which lists no runs, unless told otherwise
+    CONSOLE.print(f"Runs view: {base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
 
 
 def _evaluate_and_log(cfg: DictConfig, name: str) -> Evaluation:
@@ -85,8 +102,9 @@ def _evaluate_and_log(cfg: DictConfig, name: str) -> Evaluation:
     start = time.perf_counter()
     evaluation = evaluate(golden, result.run)
     metrics_s = time.perf_counter() - start
-    mlflow.log_metrics(result.timings | {"time/metrics_s": metrics_s, "corpus/chunks": float(len(result.chunks))})
+    mlflow.log_metrics(result.timings | {"time/metrics_s": metrics_s})
     log_evaluation(evaluation)
+    log_plots(evaluation)
     with tempfile.TemporaryDirectory() as folder:
         result.run.to_trec(Path(folder) / "run.trec")
         mlflow.log_artifact(str(Path(folder) / "run.trec"))
@@ -109,10 +127,16 @@ class ParentRunCallback(Callback):
             return
         children = mlflow.search_runs(filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
         if len(children):
-            columns = [c for c in children.columns if c.startswith("metrics.") and "/" not in c] + ["status"]
+            columns = [c for c in children.columns if c.startswith("metrics.") and not c.startswith("metrics.type/")]
+            columns.append("status")
             leaderboard = children.set_index("tags.sweep.overrides")[columns].reset_index()
             mlflow.log_table(leaderboard, "tables/leaderboard.json", run_id=parent_id)
+            shown = leaderboard.rename(columns=lambda c: c.removeprefix("metrics.")).set_index("tags.sweep.overrides")
+            shown = shown[[c for c in (*HEADLINE, "status") if c in shown.columns]]
+            CONSOLE.print(frame_table(shown.sort_values(HEADLINE[0], ascending=False), "Leaderboard", "overrides"))
+        experiment_id = mlflow.active_run().info.experiment_id
         mlflow.end_run()
+        print_ui_hint(experiment_id)
 
 
 def is_multirun() -> bool:
@@ -127,7 +151,8 @@ def safe_run(cfg: DictConfig) -> dict[str, float] | None:
     except Exception as error:
         cause = error.__cause__ if isinstance(error, InstantiationException) else error
         if isinstance(cause, InputError):
-            log.error("%s", cause)
+            log.error("%s", cause)  # the job's log file
+            print(f"error: {cause}", file=sys.stderr)
         elif is_multirun():
             log.exception("this combination failed; the sweep goes on")
         else:

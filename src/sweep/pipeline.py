@@ -7,6 +7,7 @@ Times and latencies are measured here, where the work happens.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ from sweep.embed import EmbeddingCache, SentenceTransformerEmbedder
 from sweep.golden import GoldenSet
 from sweep.index import FaissIndex
 from sweep.runs import Run
+
+log = logging.getLogger(__name__)
 
 
 class Retriever(Protocol):
@@ -73,7 +76,7 @@ def collapse_to_documents(scores: np.ndarray, chunk_ids: np.ndarray, chunks: Seq
 class RunResult:
     run: Run
     chunks: list[Chunk]
-    timings: dict[str, float]  # seconds, and per-query latencies in ms
+    timings: dict[str, float]  # cost metrics: seconds, per-query latencies in ms, bytes, counts
 
 
 @dataclass
@@ -99,12 +102,23 @@ class Pipeline:
             latencies.append(1000 * (time.perf_counter() - start))
             if ranking and (self.min_score is None or ranking[0][1] >= self.min_score):
                 rankings[question.id] = ranking
-        embed_s = getattr(self.retriever, "embed_s", 0.0)
-        timings = {
-            "time/embed_s": embed_s,
-            "time/index_s": build_s - embed_s,
+        costs = self._dense_costs(chunks) if isinstance(self.retriever, DenseRetriever) else {"time/embed_s": 0.0}
+        timings = costs | {
+            "time/index_s": build_s - costs["time/embed_s"],
             "latency/search_ms_p50": float(np.percentile(latencies, 50)),
             "latency/search_ms_p95": float(np.percentile(latencies, 95)),
+            "corpus/chunks": float(len(chunks)),
         }
         return RunResult(Run.from_ranked(rankings, name), chunks, timings)
 
+    def _dense_costs(self, chunks: list[Chunk]) -> dict[str, float]:
+        """Embedding time, index size, and the share of chunks the model silently truncates."""
+        retriever = self.retriever
+        limit = retriever.embedder.max_seq_length - 2  # [CLS] and [SEP] take two positions
+        truncated = float(np.mean([c.n_tokens > limit for c in chunks])) if chunks else 0.0
+        if truncated:
+            log.warning(
+                "%.0f%% of chunks are longer than the model's %d-token limit and are truncated when embedded",
+                100 * truncated, limit + 2,
+            )
+        return {"time/embed_s": retriever.embed_s, "index/bytes": float(retriever.index.nbytes), "corpus/truncated_share": truncated}

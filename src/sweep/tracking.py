@@ -84,6 +84,32 @@ def log_evaluation(evaluation: Evaluation, worst: int = 10) -> None:
     mlflow.log_table(worst_table, "tables/worst_queries.json")
 
 
+def log_plots(evaluation: Evaluation) -> None:
+    """recall@k over k, and the headline metric per question type, as PNG artifacts."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    recalls = sorted((int(m.rsplit("_", 1)[1]), v) for m, v in evaluation.mean.items() if m.startswith("recall_at_"))
+    if recalls:
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ax.plot([k for k, _ in recalls], [v for _, v in recalls], marker="o")
+        ax.set(xscale="log", xlabel="k", ylabel="recall@k", ylim=(0, 1.02), title="Recall@k (answerable questions)")
+        ax.grid(alpha=0.3)
+        mlflow.log_figure(fig, "plots/recall_at_k.png")
+        plt.close(fig)
+    metric = evaluation.headline
+    by_type = evaluation.by("type")[metric].dropna()
+    if len(by_type):
+        fig, ax = plt.subplots(figsize=(5, 0.4 * len(by_type) + 1.2))
+        ax.barh(by_type.index.astype(str), by_type.to_numpy())
+        ax.set(xlim=(0, 1), xlabel=metric, title=f"{metric} per question type")
+        fig.tight_layout()
+        mlflow.log_figure(fig, f"plots/{metric}_per_type.png")
+        plt.close(fig)
+
+
 def _as_text(value: Any) -> str:
     if isinstance(value, Mapping):
         return ", ".join(f"{k}:{v}" for k, v in value.items())

@@ -1,0 +1,150 @@
+"""`python -m sweep` as users run it: Hydra compose and overrides, real sweeps into a SQLite
+MLflow store in tmp_path, a forced failure, and a real `mlflow server` on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import mlflow
+import pytest
+from hydra import compose, initialize_config_module
+from hydra.errors import ConfigCompositionException
+
+ROOT = Path(__file__).resolve().parents[1]
+KB = ROOT / "data" / "kb"
+CHILD_METRICS = {
+    "recall_at_5", "ndcg_at_10", "mrr", "abstain/correct_rate", "abstain/false_rate", "type/factoid/recall_at_5",
+    "type/unanswerable/abstain/correct_rate", "time/embed_s", "time/index_s", "time/metrics_s",
+    "latency/search_ms_p50", "latency/search_ms_p95", "corpus/chunks",
+}  # fmt: skip
+ARTIFACTS = {
+    "config/resolved.yaml", "config/overrides.yaml", "tables/per_query.json", "tables/per_type.json",
+    "tables/worst_queries.json", "plots/recall_at_k.png", "plots/ndcg_at_10_per_type.png", "run.trec",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def small_data(tmp_path_factory):
+    """The Finance documents of the bundled knowledge base, their questions and 3 unanswerable ones."""
+    folder = tmp_path_factory.mktemp("data")
+    documents = [json.loads(line) for line in (KB / "corpus.jsonl").read_text().splitlines()]
+    kept = [d for d in documents if d["metadata"]["department"] == "Finance"][:12]
+    ids = {d["id"] for d in kept}
+    questions = [json.loads(line) for line in (KB / "golden.jsonl").read_text().splitlines()]
+    answerable = [q for q in questions if q["relevant"] and set(q["relevant"]) <= ids]
+    unanswerable = [q for q in questions if not q["relevant"]][:3]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in kept))
+    (folder / "golden.jsonl").write_text("".join(json.dumps(q) + "\n" for q in answerable + unanswerable))
+    return folder
+
+
+def sweep(cwd: Path, data: Path, *overrides: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    args = [
+        sys.executable, "-m", "sweep", *overrides,
+        f"golden.path={data / 'golden.jsonl'}", f"golden.corpus={data / 'corpus.jsonl'}",
+        f"cache_dir={cwd / 'cache'}", f"hydra.run.dir={cwd / 'outputs'}", f"hydra.sweep.dir={cwd / 'multirun'}",
+    ]  # fmt: skip
+    environment = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | (env or {})
+    return subprocess.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
+
+
+def runs_in(store: str) -> tuple[mlflow.MlflowClient, list]:
+    client = mlflow.MlflowClient(tracking_uri=store)
+    experiment = client.get_experiment_by_name("golden-sweep")
+    return client, client.search_runs([experiment.experiment_id])
+
+
+def test_compose_groups_and_overrides():
+    with initialize_config_module(version_base="1.3", config_module="sweep.conf"):
+        cfg = compose("config", overrides=["chunk=512", "index=hnsw", "index.ef_search=64", "model=bm25"])
+        assert cfg.chunking.size == 512 and cfg.index._target_ == "sweep.index.HNSWIndex" and cfg.index.ef_search == 64
+        assert cfg.model._target_ == "sweep.sparse.BM25Retriever"
+        assert Path(cfg.golden.path).is_file() and Path(cfg.golden.corpus).is_file()  # bundled data, from any cwd
+        with pytest.raises(ConfigCompositionException, match="Could not find 'index/annoy'"):
+            compose("config", overrides=["index=annoy"])
+
+
+def test_a_two_by_two_sweep_gives_a_parent_and_four_finished_children(tmp_path, small_data):
+    result = sweep(tmp_path, small_data, "-m", "chunk=64,128", "index=flat,hnsw")
+    assert result.returncode == 0, result.stderr[-3000:]
+    client, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    parents = [r for r in runs if r.data.tags.get("sweep.parent") == "true"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    assert len(parents) == 1 and len(children) == 4 and len(runs) == 5
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
+    assert {c.info.status for c in children} == {"FINISHED"}
+    assert {c.data.params["chunk"] + "/" + c.data.params["index._target_"].rsplit(".", 1)[1] for c in children} == {
+        "64/FlatIndex", "64/HNSWIndex", "128/FlatIndex", "128/HNSWIndex",
+    }  # fmt: skip
+    for child in children:
+        assert CHILD_METRICS <= child.data.metrics.keys(), CHILD_METRICS - child.data.metrics.keys()
+        assert child.data.metrics["index/bytes"] > 0 and child.data.metrics["recall_at_5"] > 0.5
+        listed = {a.path for folder in ("", "config", "tables", "plots") for a in client.list_artifacts(child.info.run_id, folder)}
+        assert ARTIFACTS <= listed, ARTIFACTS - listed
+        assert child.inputs.dataset_inputs and "data.corpus_digest" in child.data.tags
+    assert "tables/leaderboard.json" in {a.path for a in client.list_artifacts(parents[0].info.run_id, "tables")}
+    assert "Leaderboard" in result.stdout and "workflowType=machine_learning" in result.stdout
+    # one embedding per (model, chunk): the hnsw runs reuse the flat runs' vectors
+    assert len(list((tmp_path / "cache").glob("*.npy"))) == 2
+
+
+def test_a_failing_combination_is_a_failed_child_and_the_sweep_goes_on(tmp_path, small_data):
+    # ivf's 16 lists need at least 16 chunks; 12 whole documents are too few (bm25 ignores `index`)
+    result = sweep(tmp_path, small_data, "-m", "model=minilm,bm25", "index=flat,ivf", "chunk=0")
+    assert result.returncode == 0, result.stderr[-3000:]
+    _, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    assert sorted(c.info.status for c in children) == ["FAILED", "FINISHED", "FINISHED", "FINISHED"]
+    failed = next(c for c in children if c.info.status == "FAILED")
+    assert "index.nlist=16 is larger than the number of chunks (12)" in failed.data.tags["error"]
+
+
+def test_bad_input_in_a_single_run_is_one_line_and_exit_code_2(tmp_path, small_data):
+    result = sweep(tmp_path, small_data, "chunk=-3", "model=bm25")
+    assert result.returncode == 2
+    assert "chunk=-3: the chunk size must be a whole number of tokens >= 0" in result.stderr
+    assert "Traceback" not in result.stderr
+    _, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert [r.info.status for r in runs] == ["FAILED"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_sweep_against_a_real_mlflow_server(tmp_path, small_data):
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}", "--workers", "1"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise
+                time.sleep(0.5)
+        result = sweep(tmp_path, small_data, "-m", "model=bm25,tfidf", env={"MLFLOW_TRACKING_URI": url})
+        assert result.returncode == 0, result.stderr[-3000:]
+        _, runs = runs_in(url)
+        assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3
+        assert not (tmp_path / "mlflow.db").exists()  # nothing went to the local default store
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
