@@ -148,3 +148,37 @@ def test_a_sweep_against_a_real_mlflow_server(tmp_path, small_data):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_best_config_round_trip_reproduces_the_winner(tmp_path, small_data, monkeypatch):
+    result = sweep(tmp_path, small_data, "-m", "model=bm25,tfidf", "chunk=0,128")
+    assert result.returncode == 0, result.stderr[-3000:]
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    monkeypatch.chdir(tmp_path)
+    from sweep import best_config
+    from sweep.best import find_best
+    from sweep.cli import run
+
+    winner = find_best("ndcg_at_10")
+    _, runs = runs_in(store)
+    finished = [r.data.metrics["ndcg_at_10"] for r in runs if "ndcg_at_10" in r.data.metrics]
+    assert winner.value == max(finished) and len(finished) == 4
+    cfg = best_config("ndcg_at_10")
+    assert cfg.model._target_.startswith("sweep.sparse.") and cfg.chunk in (0, 128)
+    again = run(cfg)  # the returned config, run as it is
+    assert again["ndcg_at_10"] == pytest.approx(winner.value, abs=1e-12)
+    assert winner.command.startswith("python -m sweep ") and "model=" in winner.command
+
+    cli = subprocess.run(
+        [sys.executable, "-m", "sweep.best", "--metric", "ndcg_at_10", "--output", str(tmp_path / "best.yaml")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env=os.environ | {"MLFLOW_TRACKING_URI": store},
+    )  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    assert "reproduce: python -m sweep" in cli.stdout and (tmp_path / "best.yaml").is_file()
+    missing = subprocess.run(
+        [sys.executable, "-m", "sweep.best", "--metric", "no_such_metric"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=os.environ | {"MLFLOW_TRACKING_URI": store},
+    )  # fmt: skip
+    assert missing.returncode == 2 and "no finished run in experiment 'golden-sweep' has the metric 'no_such_metric'" in missing.stderr
