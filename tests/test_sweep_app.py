@@ -182,3 +182,12 @@ def test_best_config_round_trip_reproduces_the_winner(tmp_path, small_data, monk
         cwd=tmp_path, capture_output=True, text=True, timeout=120, env=os.environ | {"MLFLOW_TRACKING_URI": store},
     )  # fmt: skip
     assert missing.returncode == 2 and "no finished run in experiment 'golden-sweep' has the metric 'no_such_metric'" in missing.stderr
+
+
+@pytest.mark.parametrize("mode", [[], ["-m"]])
+def test_an_unreachable_tracking_server_is_a_one_line_error(tmp_path, small_data, mode):
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    result = sweep(tmp_path, small_data, *mode, "model=bm25", env={"MLFLOW_TRACKING_URI": url})
+    assert result.returncode == 2
+    assert f"error: cannot reach the MLflow tracking server at {url}" in result.stderr
+    assert "Traceback" not in result.stderr

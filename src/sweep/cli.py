@@ -30,7 +30,7 @@ from sweep.golden import load_golden
 from sweep.metrics import Evaluation, evaluate
 from sweep.pipeline import DenseRetriever, Pipeline
 from sweep.report import frame_table, print_evaluation
-from sweep.tracking import environment_tags, flatten, log_evaluation, log_golden_input, log_plots, use_experiment
+from sweep.tracking import connect, environment_tags, flatten, log_evaluation, log_golden_input, log_plots, use_experiment
 
 log = logging.getLogger("sweep")
 PARENT_RUN = "SWEEP_PARENT_RUN_ID"
@@ -58,7 +58,7 @@ def overrides() -> list[str]:
 
 def run(cfg: DictConfig) -> dict[str, float]:
     """Evaluate one configuration and log it as an MLflow run; the headline metrics."""
-    mlflow.set_tracking_uri(tracking_uri())
+    connect(tracking_uri())
     use_experiment(cfg.experiment)
     parent = os.environ.get(PARENT_RUN)
     name = " ".join(overrides()) or "default"
@@ -115,7 +115,11 @@ class ParentRunCallback(Callback):
     """Opens the parent run before the first combination and closes it after the last."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        mlflow.set_tracking_uri(tracking_uri())
+        try:
+            connect(tracking_uri())
+        except InputError as error:  # before any combination runs: nothing is lost
+            print(f"error: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
         use_experiment(config.experiment)
         parent = mlflow.start_run(run_name=f"sweep {' '.join(config.hydra.overrides.task)}")
         mlflow.set_tags({"sweep.parent": "true", "sweep.overrides": " ".join(config.hydra.overrides.task)})

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+from tqdm import tqdm
 
 from sweep.chunking import Chunk, TokenChunker
 from sweep.corpus import Corpus
@@ -95,7 +96,7 @@ class Pipeline:
 
         rankings: dict[str, list[tuple[str, float]]] = {}
         latencies = []
-        for question in golden:
+        for question in tqdm(golden, desc="searching", unit="question", disable=None):  # None: only on a terminal
             start = time.perf_counter()
             scores, ids = self.retriever.search([question.question], self.chunk_depth)
             ranking = collapse_to_documents(scores[0], ids[0], chunks, self.depth)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import subprocess
+import urllib.request
 import warnings
 from collections.abc import Mapping
 from importlib import metadata
@@ -21,6 +22,7 @@ import mlflow
 import pandas as pd
 
 from sweep.corpus import Corpus
+from sweep.errors import InputError
 from sweep.golden import GoldenSet
 from sweep.metrics import Evaluation
 
@@ -44,6 +46,22 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
         else:
             flat[name] = str(value)
     return flat
+
+
+def connect(uri: str) -> None:
+    """Point MLflow at `uri`; a tracking server that does not answer is a one-line error now,
+    not minutes of MLflow's retries later."""
+    if uri.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=10) as response:
+                response.read()
+        except OSError as error:
+            reason = getattr(error, "reason", error)
+            raise InputError(
+                f"cannot reach the MLflow tracking server at {uri} ({reason}); start it, or unset "
+                "MLFLOW_TRACKING_URI to log to sqlite:///mlflow.db here"
+            ) from None
+    mlflow.set_tracking_uri(uri)
 
 
 def use_experiment(name: str) -> str:
