@@ -106,6 +106,7 @@ class Pipeline:
         costs = self._dense_costs(chunks) if isinstance(self.retriever, DenseRetriever) else {"time/embed_s": 0.0}
         timings = costs | {
             "time/index_s": build_s - costs["time/embed_s"],
+            "time/search_s": sum(latencies) / 1000,
             "latency/search_ms_p50": float(np.percentile(latencies, 50)),
             "latency/search_ms_p95": float(np.percentile(latencies, 95)),
             "corpus/chunks": float(len(chunks)),
