@@ -38,6 +38,7 @@ HEADLINE = ("ndcg_at_10", "recall_at_5", "mrr", "abstain/correct_rate", "latency
 CONSOLE = Console()
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 
+
 def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
 
@@ -137,7 +138,9 @@ class ParentRunCallback(Callback):
             mlflow.log_table(leaderboard, "tables/leaderboard.json", run_id=parent_id)
             shown = leaderboard.rename(columns=lambda c: c.removeprefix("metrics.")).set_index("tags.sweep.overrides")
             shown = shown[[c for c in (*HEADLINE, "status") if c in shown.columns]]
-            CONSOLE.print(frame_table(shown.sort_values(HEADLINE[0], ascending=False), "Leaderboard", "overrides"))
+            if HEADLINE[0] in shown.columns:  # absent when every combination failed
+                shown = shown.sort_values(HEADLINE[0], ascending=False)
+            CONSOLE.print(frame_table(shown, "Leaderboard", "overrides"))
         experiment_id = mlflow.active_run().info.experiment_id
         mlflow.end_run()
         print_ui_hint(experiment_id)
