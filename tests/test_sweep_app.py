@@ -191,3 +191,31 @@ def test_an_unreachable_tracking_server_is_a_one_line_error(tmp_path, small_data
     assert result.returncode == 2
     assert f"error: cannot reach the MLflow tracking server at {url}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("corpus_text", "golden_extra", "message"),
+    [
+        (None, {"id": "zz1", "question": "ghost?", "relevant": {"no-such-doc": 1}}, "labels document 'no-such-doc', which is not in the corpus"),
+        ("", None, "empty corpus (no documents)"),
+    ],
+)
+def test_bad_data_is_one_line_exit_2_and_a_failed_run(tmp_path, small_data, corpus_text, golden_extra, message):
+    data = tmp_path / "data"
+    data.mkdir()
+    corpus = (small_data / "corpus.jsonl").read_text() if corpus_text is None else corpus_text
+    (data / "corpus.jsonl").write_text(corpus)
+    golden = (small_data / "golden.jsonl").read_text() + (json.dumps(golden_extra) + "\n" if golden_extra else "")
+    (data / "golden.jsonl").write_text(golden)
+    result = sweep(tmp_path, data, "model=bm25")
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+    _, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert [r.info.status for r in runs] == ["FAILED"] and message in runs[0].data.tags["error"]
+
+
+def test_chunks_longer_than_the_model_limit_warn_and_log_their_share(tmp_path, small_data):
+    result = sweep(tmp_path, small_data, "chunk=512")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "longer than the model's 256-token limit and are truncated" in result.stdout + result.stderr
+    _, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert runs[0].data.metrics["corpus/truncated_share"] > 0.5
