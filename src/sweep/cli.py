@@ -81,12 +81,12 @@ def run(cfg: DictConfig) -> dict[str, float]:
 def print_ui_hint(experiment_id: str) -> None:
     uri = tracking_uri()
     if uri.startswith("sqlite:"):
-        CONSOLE.print(f"Compare runs: mlflow ui --backend-store-uri {uri}")
+        CONSOLE.print(f"Compare runs: mlflow ui --backend-store-uri {uri}", soft_wrap=True)
         base = "http://127.0.0.1:5000"
     else:
         base = uri.rstrip("/")
     # 3.17's UI opens an experiment in GenAI mode, which lists no runs, unless told otherwise
-    CONSOLE.print(f"Runs view: {base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
+    CONSOLE.print(f"Runs view: {base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning", soft_wrap=True)
 
 
 def _evaluate_and_log(cfg: DictConfig, name: str) -> Evaluation:
