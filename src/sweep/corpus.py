@@ -49,9 +49,6 @@ class Corpus:
     def __iter__(self) -> Iterator[Document]:
         return iter(self.documents)
 
-    def __contains__(self, doc_id: object) -> bool:
-        return doc_id in self.by_id
-
     @cached_property
     def by_id(self) -> dict[str, Document]:
         return {doc.id: doc for doc in self.documents}
