@@ -21,7 +21,6 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from rich.console import Console
 
 from sweep.corpus import load_corpus
 from sweep.embed import EmbeddingCache, SentenceTransformerEmbedder
@@ -29,13 +28,13 @@ from sweep.errors import InputError
 from sweep.golden import load_golden
 from sweep.metrics import Evaluation, evaluate
 from sweep.pipeline import DenseRetriever, Pipeline
-from sweep.report import frame_table, print_evaluation
+from sweep.report import default_console, frame_table, print_evaluation
 from sweep.tracking import connect, environment_tags, flatten, log_evaluation, log_golden_input, log_plots, use_experiment
 
 log = logging.getLogger("sweep")
 PARENT_RUN = "SWEEP_PARENT_RUN_ID"
 HEADLINE = ("ndcg_at_10", "recall_at_5", "mrr", "abstain/correct_rate", "latency/search_ms_p50")
-CONSOLE = Console()
+CONSOLE = default_console()
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import pandas as pd
 from rich.console import Console
@@ -10,6 +11,11 @@ from rich.table import Table
 
 from sweep.metrics import Evaluation
 from sweep.metrics.significance import bootstrap_ci
+
+
+def default_console() -> Console:
+    """The terminal's width on a terminal; 140 columns in a file or pipe, where rich would use 80."""
+    return Console() if sys.stdout.isatty() else Console(width=140)
 
 
 def _fmt(value: object) -> str:
@@ -80,7 +86,7 @@ def print_evaluation(
     per_query: bool = False,
     worst: int = 5,
 ) -> None:
-    console = console or Console()
+    console = console or default_console()
     console.print(overall_table(evaluation))
     if per_type:
         console.print(columns_as_rows(evaluation.by("type"), "Per question type"))
