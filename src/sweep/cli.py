@@ -33,7 +33,7 @@ from sweep.tracking import connect, environment_tags, flatten, log_evaluation, l
 
 log = logging.getLogger("sweep")
 PARENT_RUN = "SWEEP_PARENT_RUN_ID"
-HEADLINE = ("ndcg_at_10", "recall_at_5", "mrr", "abstain/correct_rate", "latency/search_ms_p50")
+LEADERBOARD = ("ndcg_at_10", "recall_at_5", "mrr", "abstain/correct_rate", "latency/search_ms_p50")
 CONSOLE = default_console()
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 
@@ -69,7 +69,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
             mlflow.set_tag("error", f"{type(error).__name__}: {error}")
             raise
     if is_multirun():
-        headline = ", ".join(f"{k} {evaluation.mean[k]:.4f}" for k in HEADLINE if k in evaluation.mean)
+        headline = ", ".join(f"{k} {evaluation.mean[k]:.4f}" for k in LEADERBOARD if k in evaluation.mean)
         log.info("%s: %s", name, headline)
     else:
         print_evaluation(evaluation, console=CONSOLE)
@@ -136,9 +136,9 @@ class ParentRunCallback(Callback):
             leaderboard = children.set_index("tags.sweep.overrides")[columns].reset_index()
             mlflow.log_table(leaderboard, "tables/leaderboard.json", run_id=parent_id)
             shown = leaderboard.rename(columns=lambda c: c.removeprefix("metrics.")).set_index("tags.sweep.overrides")
-            shown = shown[[c for c in (*HEADLINE, "status") if c in shown.columns]]
-            if HEADLINE[0] in shown.columns:  # absent when every combination failed
-                shown = shown.sort_values(HEADLINE[0], ascending=False)
+            shown = shown[[c for c in (*LEADERBOARD, "status") if c in shown.columns]]
+            if LEADERBOARD[0] in shown.columns:  # absent when every combination failed
+                shown = shown.sort_values(LEADERBOARD[0], ascending=False)
             CONSOLE.print(frame_table(shown, "Leaderboard", "overrides"))
         experiment_id = mlflow.active_run().info.experiment_id
         mlflow.end_run()

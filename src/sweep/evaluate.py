@@ -42,13 +42,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def to_json(evaluation: Evaluation, per_query: bool, per_type: bool) -> dict:
-    mean = dict(evaluation.mean)
-    if per_type:
-        for qtype, row in evaluation.by("type").iterrows():
-            for name in [*evaluation.metrics, *evaluation.abstain_metrics]:
-                if not math.isnan(row[name]):  # e.g. recall of a type with no answerable question
-                    mean[f"type/{qtype}/{name}"] = row[name]
-            mean[f"type/{qtype}/n"] = int(row["n"])
+    mean = evaluation.mean | (evaluation.type_means() if per_type else {})
     out: dict = {"mean": _finite(mean)}
     if per_query:
         out["per_query"] = {}

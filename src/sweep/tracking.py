@@ -82,11 +82,7 @@ def use_experiment(name: str) -> str:
 
 def evaluation_metrics(evaluation: Evaluation) -> dict[str, float]:
     """Headline means, abstention rates and per-type means, skipping what is undefined (NaN)."""
-    values = dict(evaluation.mean)
-    for qtype, row in evaluation.by("type").iterrows():
-        values[f"type/{qtype}/n"] = float(row["n"])
-        for name in [*evaluation.metrics, *evaluation.abstain_metrics]:
-            values[f"type/{qtype}/{name}"] = row[name]
+    values = evaluation.mean | evaluation.type_means()
     return {metric_key(k): float(v) for k, v in values.items() if not math.isnan(v)}
 
 

@@ -119,6 +119,17 @@ class Evaluation:
         """Means per group (question type by default): n, answerable, each metric, abstention."""
         return group_means(self.per_query, column, self.metrics)
 
+    def type_means(self) -> dict[str, float]:
+        """`type/<type>/<metric>` and `type/<type>/n`, DESIGN's names; undefined means (the recall
+        of a type with no answerable question) are left out."""
+        values: dict[str, float] = {}
+        for qtype, row in self.by("type").iterrows():
+            values[f"type/{qtype}/n"] = int(row["n"])
+            for name in [*self.metrics, *self.abstain_metrics]:
+                if not np.isnan(row[name]):
+                    values[f"type/{qtype}/{name}"] = float(row[name])
+        return values
+
     def by_tag(self) -> pd.DataFrame:
         """Means per tag; a question with several tags counts in each."""
         tags = [list(self.golden.by_id[qid].tags) for qid in self.per_query.index]
