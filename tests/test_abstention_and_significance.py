@@ -5,8 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import golden_of
 
-from sweep.metrics.abstention import abstention_curve, suggest_min_score
+from sweep.metrics import evaluate
+from sweep.metrics.abstention import abstention_curve, calibrate, suggest_min_score
+from sweep.runs import Run
 from sweep.metrics.significance import bootstrap_ci, compare, holm
 
 
@@ -30,7 +33,56 @@ def test_curve_counts_abstentions_at_every_threshold():
 def test_curve_without_unanswerable_questions_never_suggests_abstaining():
     curve = abstention_curve(np.array([0.3, 0.8]), np.array([True, True]), np.array([1.0, 1.0]))
     assert curve["correct_rate"].isna().all()
+    # the lowest observed score, which abstains nobody, rather than the equivalent -inf
+    assert suggest_min_score(curve) == 0.3
+    assert curve.set_index("threshold").loc[0.3, "false_rate"] == 0.0
+
+
+def test_suggests_minus_infinity_only_when_no_question_has_a_score():
+    curve = abstention_curve(np.array([np.nan, np.nan]), np.array([True, False]), np.array([0.0, np.nan]))
     assert suggest_min_score(curve) == -np.inf
+
+
+CALIBRATION_GOLDEN = {"a1": {"d1": 1}, "a2": {"d2": 1}, "a3": {"d3": 1}, "u1": {}, "u2": {}}
+CALIBRATION_RUN = {  # unanswerable questions score low, save u1; a3 scores lower still and misses its document
+    "a1": [("d1", 0.9), ("x", 0.2)],
+    "a2": [("x", 0.8), ("d2", 0.7)],
+    "u1": [("x", 0.75)],
+    "a3": [("x", 0.35)],
+    "u2": [("y", 0.1)],
+}
+CALIBRATION_METRICS = ["recall_at_5", "mrr", "abstain/correct_rate", "abstain/false_rate"]
+
+
+def test_calibration_suggests_a_threshold_and_re_evaluates_the_run_at_it():
+    golden = golden_of(CALIBRATION_GOLDEN)
+    evaluation = evaluate(golden, Run.from_ranked(CALIBRATION_RUN), CALIBRATION_METRICS)
+    calibration = calibrate(evaluation)
+    # 0.8 silences both unanswerable questions, and of the answerable only a3, which found nothing anyway
+    assert calibration.suggested == 0.8
+    assert calibration.balanced_accuracy == pytest.approx((1 + 1 - 1 / 3) / 2)
+    assert "recall_at_5" in calibration.curve.columns and "metric" not in calibration.curve.columns
+    assert calibration.curve["threshold"].tolist() == [-np.inf, 0.1, 0.35, 0.75, 0.8, 0.9]
+
+    by_hand = Run.from_ranked({q: hits for q, hits in CALIBRATION_RUN.items() if hits[0][1] >= 0.8})
+    expected = evaluate(golden, by_hand, CALIBRATION_METRICS).mean
+    assert calibration.at_suggested == pytest.approx(expected)
+    assert calibration.at_suggested["abstain/correct_rate"] == 1.0
+    assert calibration.at_suggested["abstain/false_rate"] == pytest.approx(1 / 3)
+    assert calibration.at_suggested["recall_at_5"] == pytest.approx(2 / 3)
+    assert calibration.at_suggested["mrr"] == pytest.approx((1 + 0.5) / 3)
+    # the table's metric column agrees with the re-evaluation
+    at_row = calibration.curve.set_index("threshold").loc[0.8]
+    assert at_row["recall_at_5"] == pytest.approx(calibration.at_suggested["recall_at_5"])
+
+
+def test_nothing_to_calibrate_without_both_kinds_of_question_or_the_metric():
+    answerable_only = {q: rel for q, rel in CALIBRATION_GOLDEN.items() if rel}
+    run = Run.from_ranked(CALIBRATION_RUN)
+    assert calibrate(evaluate(golden_of(answerable_only), run, ["recall_at_5"])) is None
+    unanswerable_only = {q: rel for q, rel in CALIBRATION_GOLDEN.items() if not rel}
+    assert calibrate(evaluate(golden_of(unanswerable_only), run, ["recall_at_5"])) is None
+    assert calibrate(evaluate(golden_of(CALIBRATION_GOLDEN), run, ["mrr"])) is None
 
 
 def test_bootstrap_intervals_are_seeded_and_bracket_the_mean():

@@ -38,11 +38,12 @@ def test_best_chunk_stands_for_its_document():
     import numpy as np
 
     from sweep.chunking import Chunk
+    from sweep.index import Hits
 
     chunks = [Chunk("a", 0, 0, 1, "x", 1), Chunk("b", 0, 0, 1, "y", 1), Chunk("a", 1, 1, 2, "z", 1)]
-    ranking = collapse_to_documents(np.array([0.9, 0.8, 0.7, 0.0]), np.array([2, 1, 0, -1]), chunks, depth=10)
-    assert ranking == [("a", 0.9), ("b", 0.8)]
-    assert collapse_to_documents(np.array([0.9, 0.8]), np.array([2, 1]), chunks, depth=1) == [("a", 0.9)]
+    hits = Hits.first(np.array([[0.9, 0.8, 0.7, 0.0]]), np.array([[2, 1, 0, -1]]))  # -1: FAISS found no more
+    assert collapse_to_documents(hits, chunks, depth=10) == [("a", 0.9), ("b", 0.8)]
+    assert collapse_to_documents(hits, chunks, depth=1) == [("a", 0.9)]
 
 
 def test_dense_run_finds_answers_and_embeds_once(small_kb, embedder, tmp_path):

@@ -10,7 +10,17 @@ from conftest import golden_of, ranked
 
 from sweep.corpus import Corpus, Document
 from sweep.metrics import evaluate
-from sweep.tracking import environment_tags, flatten, log_evaluation, log_golden_input, metric_key, use_experiment
+from sweep.metrics.abstention import calibrate
+from sweep.runs import Run
+from sweep.tracking import (
+    environment_tags,
+    flatten,
+    log_calibration,
+    log_evaluation,
+    log_golden_input,
+    metric_key,
+    use_experiment,
+)
 
 
 @pytest.fixture
@@ -55,3 +65,27 @@ def test_a_run_receives_metrics_tables_dataset_and_tags(store):
     assert len(per_query["data"]) == 3
     inputs = logged.inputs.dataset_inputs
     assert len(inputs) == 1 and inputs[0].dataset.digest == logged.data.tags["data.golden_digest"]
+
+
+def test_a_calibration_logs_its_threshold_metrics_table_and_plot(store):
+    golden = golden_of({"a1": {"d1": 1}, "a2": {"d2": 1}, "u1": {}, "u2": {}})
+    run = Run.from_ranked(
+        {"a1": [("d1", 0.9)], "a2": [("x", 0.8), ("d2", 0.7)], "u1": [("x", 0.3)], "u2": [("y", 0.1)]}
+    )
+    calibration = calibrate(evaluate(golden, run, ["recall_at_5", "mrr", "abstain/correct_rate", "abstain/false_rate"]))
+    use_experiment("golden-sweep-test")
+    with mlflow.start_run() as logged_run:
+        log_calibration(calibration)
+    client = mlflow.MlflowClient()
+    metrics = client.get_run(logged_run.info.run_id).data.metrics
+    assert metrics["abstain/suggested_min_score"] == 0.8
+    assert metrics["abstain/at_suggested/recall_at_5"] == 1.0
+    assert metrics["abstain/at_suggested/abstain/correct_rate"] == 1.0
+    assert metrics["abstain/at_suggested/mrr"] == 0.75
+    assert {a.path for a in client.list_artifacts(logged_run.info.run_id, "plots")} == {"plots/abstention_calibration.png"}
+    assert {a.path for a in client.list_artifacts(logged_run.info.run_id, "tables")} == {"tables/abstention_curve.json"}
+    artifacts = store / "mlruns" / logged_run.info.run_id / "artifacts"
+    assert (artifacts / "plots" / "abstention_calibration.png").read_bytes().startswith(b"\x89PNG")
+    table = json.loads((artifacts / "tables" / "abstention_curve.json").read_text())
+    assert table["columns"] == ["threshold", "correct_rate", "false_rate", "recall_at_5", "balanced_accuracy"]
+    assert [row[0] for row in table["data"]] == [0.1, 0.3, 0.8, 0.9]  # no -inf row

@@ -26,10 +26,20 @@ from sweep.corpus import load_corpus
 from sweep.embed import EmbeddingCache, SentenceTransformerEmbedder
 from sweep.errors import InputError
 from sweep.golden import load_golden
-from sweep.metrics import Evaluation, evaluate
+from sweep.metrics import DEFAULT_METRICS, Evaluation, evaluate
+from sweep.metrics.abstention import Calibration, calibrate
 from sweep.pipeline import DenseRetriever, Pipeline
 from sweep.report import default_console, frame_table, print_evaluation
-from sweep.tracking import connect, environment_tags, flatten, log_evaluation, log_golden_input, log_plots, use_experiment
+from sweep.tracking import (
+    connect,
+    environment_tags,
+    flatten,
+    log_calibration,
+    log_evaluation,
+    log_golden_input,
+    log_plots,
+    use_experiment,
+)
 
 log = logging.getLogger("sweep")
 PARENT_RUN = "SWEEP_PARENT_RUN_ID"
@@ -49,7 +59,15 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
         retriever = DenseRetriever(model, instantiate(cfg.index), EmbeddingCache(cfg.cache_dir), chunker.identity)
     else:
         retriever = model  # lexical models search their own index; `index` does not apply
-    return Pipeline(chunker, retriever, depth=cfg.depth, chunk_depth=cfg.chunk_depth, min_score=cfg.abstain.min_score)
+    return Pipeline(
+        chunker,
+        retriever,
+        filter=instantiate(cfg.filter, _convert_="all"),  # plain dicts and lists for the filter values
+        reranker=instantiate(cfg.reranker),
+        depth=cfg.depth,
+        chunk_depth=cfg.chunk_depth,
+        min_score=cfg.abstain.min_score,
+    )
 
 
 def overrides() -> list[str]:
@@ -64,7 +82,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
     name = " ".join(overrides()) or "default"
     with mlflow.start_run(run_name=name, parent_run_id=parent, nested=parent is not None) as active:
         try:
-            evaluation = _evaluate_and_log(cfg, name)
+            evaluation, calibration = _evaluate_and_log(cfg, name)
         except Exception as error:  # leaving the block marks the run FAILED; say why
             mlflow.set_tag("error", f"{type(error).__name__}: {error}")
             raise
@@ -73,8 +91,20 @@ def run(cfg: DictConfig) -> dict[str, float]:
         log.info("%s: %s", name, headline)
     else:
         print_evaluation(evaluation, console=CONSOLE)
+        if calibration is not None:
+            print_calibration(calibration)
         print_ui_hint(active.info.experiment_id)
     return evaluation.mean
+
+
+def print_calibration(calibration: Calibration) -> None:
+    at = calibration.at_suggested
+    CONSOLE.print(
+        f"Abstention: suggested abstain.min_score={calibration.suggested:.4g} (balanced accuracy "
+        f"{calibration.balanced_accuracy:.3f}): unanswerable abstaining {at.get('abstain/correct_rate', float('nan')):.1%}, "
+        f"answerable abstaining {at.get('abstain/false_rate', float('nan')):.1%}, {calibration.metric} {at[calibration.metric]:.4f}",
+        soft_wrap=True,
+    )
 
 
 def print_ui_hint(experiment_id: str) -> None:
@@ -88,7 +118,9 @@ def print_ui_hint(experiment_id: str) -> None:
     CONSOLE.print(f"Runs view: {base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning", soft_wrap=True)
 
 
-def _evaluate_and_log(cfg: DictConfig, name: str) -> Evaluation:
+def _evaluate_and_log(cfg: DictConfig, name: str) -> tuple[Evaluation, Calibration | None]:
+    if cfg.abstain.calibrate_on not in DEFAULT_METRICS:
+        raise InputError(f"abstain.calibrate_on={cfg.abstain.calibrate_on} is not one of the computed metrics: {', '.join(DEFAULT_METRICS)}")
     resolved = OmegaConf.to_container(cfg, resolve=True)
     mlflow.log_params(flatten(resolved))
     mlflow.log_dict(resolved, "config/resolved.yaml")
@@ -105,10 +137,13 @@ def _evaluate_and_log(cfg: DictConfig, name: str) -> Evaluation:
     mlflow.log_metrics(result.timings | {"time/metrics_s": metrics_s})
     log_evaluation(evaluation)
     log_plots(evaluation)
+    calibration = calibrate(evaluation, cfg.abstain.calibrate_on)
+    if calibration is not None:  # None: the golden set has no unanswerable (or no answerable) question
+        log_calibration(calibration)
     with tempfile.TemporaryDirectory() as folder:
         result.run.to_trec(Path(folder) / "run.trec")
         mlflow.log_artifact(str(Path(folder) / "run.trec"))
-    return evaluation
+    return evaluation, calibration
 
 
 class ParentRunCallback(Callback):

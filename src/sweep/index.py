@@ -2,12 +2,18 @@
 
 `flat` is exact; `hnsw` and `ivf` are approximate, with their knobs as config. Building is
 single-threaded so the same vectors always give the same graph and the same clusters.
+A search can be restricted to allowed chunk ids: inside FAISS with an ID selector, or
+exactly over just those vectors (HNSW and IVF lose results under a selective selector).
+Every retriever, dense or lexical, answers `search` the same way (`Retriever`), and one
+question's answer is a `Hits`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import faiss
 import numpy as np
@@ -15,6 +21,49 @@ import numpy as np
 from sweep.errors import InputError
 
 SEED = 1234
+
+
+class Retriever(Protocol):
+    def build(self, texts: Sequence[str]) -> None: ...
+
+    def search(
+        self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, chunk ids), each (queries, k), best first, id -1 past the last hit. `allowed`:
+        sorted chunk ids the hits must come from; `exact`: score every allowed chunk."""
+
+
+@dataclass(frozen=True)
+class Hits:
+    """One question's chunk hits, best first."""
+
+    scores: np.ndarray
+    ids: np.ndarray
+
+    @classmethod
+    def first(cls, scores: np.ndarray, ids: np.ndarray) -> Hits:
+        """The first query's row of a `search` answer, without the -1 padding."""
+        found = ids[0] >= 0
+        return cls(scores[0][found], ids[0][found])
+
+    @classmethod
+    def empty(cls) -> Hits:
+        return cls(np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, selection: slice | np.ndarray) -> Hits:
+        return Hits(self.scores[selection], self.ids[selection])
+
+
+def top_k(scores: np.ndarray, k: int, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Best k per row of a (queries, candidates) score matrix, score descending, then id ascending;
+    `ids` names the columns (default 0, 1, ...)."""
+    ids = np.arange(scores.shape[1]) if ids is None else np.asarray(ids)
+    k = min(k, scores.shape[1])
+    order = np.lexsort((np.broadcast_to(ids, scores.shape), -scores), axis=1)[:, :k]
+    return np.take_along_axis(scores, order, axis=1), ids[order]
 
 
 @dataclass
@@ -27,6 +76,10 @@ class FaissIndex(ABC):
 
     def _tune(self, index: faiss.Index) -> None:
         """Search-time parameters (efSearch, nprobe)."""
+
+    def _parameters(self, selector: faiss.IDSelector) -> faiss.SearchParameters:
+        """Search-time parameters for a restricted search; they replace `_tune`'s for that call."""
+        return faiss.SearchParameters(sel=selector)
 
     def build(self, vectors: np.ndarray) -> None:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -41,11 +94,21 @@ class FaissIndex(ABC):
             faiss.omp_set_num_threads(threads)
         self._tune(index)
         self.index = index
+        self.vectors = vectors  # for exact search over an allowed subset
 
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, chunk ids), each (queries, k); id -1 where fewer than k were found."""
-        k = min(k, self.index.ntotal)
-        return self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+    def search(
+        self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None, exact: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, chunk ids), each (queries, k); id -1 where fewer than k were found.
+        `allowed`: sorted chunk ids to search among; `exact`: score all of them, not the index."""
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        if allowed is None:
+            return self.index.search(queries, min(k, self.index.ntotal))
+        allowed = np.asarray(allowed, dtype=np.int64)
+        if exact or not len(allowed):
+            return top_k(queries @ self.vectors[allowed].T, k, allowed)
+        selector = faiss.IDSelectorBatch(allowed)  # a hash set: O(1) per candidate
+        return self.index.search(queries, min(k, len(allowed)), params=self._parameters(selector))
 
     @property
     def nbytes(self) -> int:
@@ -72,6 +135,9 @@ class HNSWIndex(FaissIndex):
     def _tune(self, index: faiss.Index) -> None:
         index.hnsw.efSearch = self.ef_search
 
+    def _parameters(self, selector: faiss.IDSelector) -> faiss.SearchParameters:
+        return faiss.SearchParametersHNSW(sel=selector, efSearch=self.ef_search)
+
 
 @dataclass
 class IVFIndex(FaissIndex):
@@ -90,3 +156,6 @@ class IVFIndex(FaissIndex):
 
     def _tune(self, index: faiss.Index) -> None:
         index.nprobe = self.nprobe
+
+    def _parameters(self, selector: faiss.IDSelector) -> faiss.SearchParameters:
+        return faiss.SearchParametersIVF(sel=selector, nprobe=self.nprobe)

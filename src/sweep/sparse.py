@@ -1,8 +1,9 @@
 """Lexical retrievers over chunk texts: BM25 (bm25s) and TF-IDF cosine (scikit-learn).
 
-They answer `search(queries, k)` like a FAISS index does: (scores, chunk ids), best first,
-id -1 past the last match. A chunk that shares no term with the query scores 0 and is not a
-match, so a query with no overlap at all gets an empty result.
+They answer `search(queries, k, allowed)` like a FAISS index does: (scores, chunk ids), best
+first, id -1 past the last match. A chunk that shares no term with the query scores 0 and is
+not a match, so a query with no overlap at all gets an empty result. Scoring is exhaustive,
+so a restricted search is always exact.
 """
 
 from __future__ import annotations
@@ -11,14 +12,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sweep.index import top_k
 
-def _top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Best k per row of a dense (queries, chunks) score matrix, score descending, then id ascending."""
-    k = min(k, scores.shape[1])
-    order = np.lexsort((np.broadcast_to(np.arange(scores.shape[1]), scores.shape), -scores), axis=1)[:, :k]
-    top = np.take_along_axis(scores, order, axis=1)
-    ids = np.where(top > 0, order, -1)
-    return np.where(top > 0, top, -np.inf).astype(np.float32), ids
+
+def _matches(scores: np.ndarray, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Best k per row of a dense (queries, chunks) score matrix among the allowed chunks; a chunk
+    scoring 0 is no match (id -1)."""
+    if allowed is not None:
+        outside = np.ones(scores.shape[1], dtype=bool)
+        outside[allowed] = False
+        scores[:, outside] = 0
+    top, ids = top_k(scores, k)
+    return np.where(top > 0, top, -np.inf).astype(np.float32), np.where(top > 0, ids, -1)
 
 
 class BM25Retriever:
@@ -32,12 +37,14 @@ class BM25Retriever:
         self.model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
         self.model.index(bm25s.tokenize(list(texts), stopwords=self.stopwords, show_progress=False), show_progress=False)
 
-    def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
         import bm25s
 
         tokens = bm25s.tokenize(list(queries), stopwords=self.stopwords, return_ids=False, show_progress=False)
         scores = np.stack([self.model.get_scores(query) for query in tokens]) if tokens else np.zeros((0, self.n_chunks))
-        return _top_k(scores, k)
+        return _matches(scores, k, allowed)
 
 
 class TfidfRetriever:
@@ -52,6 +59,8 @@ class TfidfRetriever:
         )
         self.matrix = self.vectorizer.fit_transform(list(texts))  # rows are unit length: dot = cosine
 
-    def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
         scores = (self.vectorizer.transform(list(queries)) @ self.matrix.T).toarray()
-        return _top_k(scores, k)
+        return _matches(scores, k, allowed)

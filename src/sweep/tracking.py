@@ -25,6 +25,7 @@ from sweep.corpus import Corpus
 from sweep.errors import InputError
 from sweep.golden import GoldenSet
 from sweep.metrics import Evaluation
+from sweep.metrics.abstention import Calibration
 
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # else 3.17's UI opens GenAI mode
 PACKAGES = ("golden-sweep", "mlflow", "hydra-core", "faiss-cpu", "sentence-transformers", "torch", "bm25s", "scikit-learn")
@@ -98,13 +99,19 @@ def log_evaluation(evaluation: Evaluation, worst: int = 10) -> None:
     mlflow.log_table(worst_table, "tables/worst_queries.json")
 
 
-def log_plots(evaluation: Evaluation) -> None:
-    """recall@k over k, and the headline metric per question type, as PNG artifacts."""
+def _pyplot() -> Any:
+    """pyplot on the file-only backend: runs have no display."""
     import matplotlib
 
     matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    from matplotlib import pyplot
 
+    return pyplot
+
+
+def log_plots(evaluation: Evaluation) -> None:
+    """recall@k over k, and the headline metric per question type, as PNG artifacts."""
+    plt = _pyplot()
     recalls = sorted((int(m.rsplit("_", 1)[1]), v) for m, v in evaluation.mean.items() if m.startswith("recall_at_"))
     if recalls:
         fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -122,6 +129,43 @@ def log_plots(evaluation: Evaluation) -> None:
         fig.tight_layout()
         mlflow.log_figure(fig, f"plots/{metric}_per_type.png")
         plt.close(fig)
+
+
+def log_calibration(calibration: Calibration) -> None:
+    """`abstain/suggested_min_score`, the means that threshold gives (`abstain/at_suggested/<metric>`),
+    the curve as `tables/abstention_curve.json` and `plots/abstention_calibration.png`."""
+    values = {"abstain/suggested_min_score": calibration.suggested} | {
+        f"abstain/at_suggested/{name}": value for name, value in calibration.at_suggested.items()
+    }
+    mlflow.log_metrics({metric_key(k): float(v) for k, v in values.items() if math.isfinite(v)})
+    # the -inf row abstains exactly as the lowest observed score does, and JSON has no -inf
+    curve = calibration.curve[calibration.curve["threshold"].map(math.isfinite)]
+    mlflow.log_table(curve, "tables/abstention_curve.json")
+    if len(curve):
+        _log_calibration_plot(calibration, curve)
+
+
+def _log_calibration_plot(calibration: Calibration, curve: pd.DataFrame) -> None:
+    """The four rates over the threshold, with the suggested one marked."""
+    plt = _pyplot()
+    lines = {
+        "correct_rate": "unanswerable that abstain",
+        "false_rate": "answerable that abstain",
+        calibration.metric: f"{calibration.metric} kept",
+        "balanced_accuracy": "balanced accuracy",
+    }
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for column, label in lines.items():
+        # each value holds from just above the previous observed score up to its own threshold
+        ax.plot(curve["threshold"], curve[column], drawstyle="steps-pre", marker=".", label=label)
+    if math.isfinite(calibration.suggested):
+        ax.axvline(calibration.suggested, color="grey", linestyle="--", label=f"suggested {calibration.suggested:.3g}")
+    ax.set(xlabel="minimum top score (threshold)", ylabel="share of questions / mean", ylim=(-0.02, 1.02), title="Abstention threshold calibration")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    mlflow.log_figure(fig, "plots/abstention_calibration.png")
+    plt.close(fig)
 
 
 def _as_text(value: Any) -> str:

@@ -2,13 +2,18 @@
 
 A question abstains at threshold t when its result is empty or its top score is below t.
 Sweeping t over the observed top scores gives the trade-off between abstaining correctly
-on unanswerable questions and keeping answers (and recall) on answerable ones.
+on unanswerable questions and keeping answers (and recall) on answerable ones; `calibrate`
+picks a threshold for one run and re-evaluates the run as if it had been applied.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
+
+from sweep.metrics.evaluation import Evaluation, evaluate
 
 
 def abstention_curve(top_score: np.ndarray, answerable: np.ndarray, metric: np.ndarray) -> pd.DataFrame:
@@ -53,5 +58,56 @@ def abstention_curve(top_score: np.ndarray, answerable: np.ndarray, metric: np.n
 
 
 def suggest_min_score(curve: pd.DataFrame) -> float:
-    """The threshold with the best balanced accuracy of answer-vs-abstain (the lowest on ties)."""
-    return float(curve["threshold"].iloc[int(curve["balanced_accuracy"].to_numpy().argmax())])
+    """The threshold with the best balanced accuracy of answer-vs-abstain (the lowest on ties).
+
+    -inf abstains exactly the questions the lowest observed top score does, so it is suggested
+    only when no question has a score: a threshold one can configure beats an infinite one."""
+    finite = curve[np.isfinite(curve["threshold"])]
+    candidates = finite if len(finite) else curve
+    return float(candidates["threshold"].iloc[int(candidates["balanced_accuracy"].to_numpy().argmax())])
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A run's abstention trade-off and the minimum top score it suggests.
+
+    `curve` is `abstention_curve`'s table with its `metric` column named after `metric`;
+    `at_suggested` holds the evaluation's means (rank metrics and abstention rates) for the
+    run with every question whose top score is below `suggested` emptied."""
+
+    metric: str
+    curve: pd.DataFrame
+    suggested: float
+    balanced_accuracy: float
+    at_suggested: dict[str, float]
+
+
+def calibrate(
+    evaluation: Evaluation, metric: str = "recall_at_5", relevance_level: int = 1, gain: str = "linear"
+) -> Calibration | None:
+    """Calibrate the abstention threshold on `evaluation`; None when there is nothing to trade
+    off (no unanswerable or no answerable question) or `metric` was not computed.
+    `relevance_level` and `gain` must be those the evaluation was made with."""
+    per_query = evaluation.per_query
+    answerable = per_query["answerable"].to_numpy(dtype=bool)
+    if metric not in evaluation.metrics or answerable.all() or not answerable.any():
+        return None
+    curve = abstention_curve(per_query["top_score"], answerable, per_query[metric])
+    suggested = suggest_min_score(curve)
+    at_threshold = curve[curve["threshold"] == suggested].iloc[0]
+    # NaN (an empty result) compares False, so an empty result stays empty
+    answering = per_query.index[per_query["top_score"].to_numpy() >= suggested]
+    thresholded = evaluate(
+        evaluation.golden,
+        evaluation.run.restrict(answering),
+        metrics=[*evaluation.metrics, *evaluation.abstain_metrics],
+        relevance_level=relevance_level,
+        gain=gain,
+    )
+    return Calibration(
+        metric=metric,
+        curve=curve.rename(columns={"metric": metric}),
+        suggested=suggested,
+        balanced_accuracy=float(at_threshold["balanced_accuracy"]),
+        at_suggested=dict(thresholded.mean),
+    )

@@ -1,0 +1,155 @@
+"""Metadata filters: which chunks a question may be answered from, and how the search obeys it.
+
+A question's `filters` and the config-level `filter.where` are equality conditions on
+document metadata (`field: value`, or `field: [values]` for any of them), all of which must
+hold. `none` (`Filter`) ignores them; `pre` restricts the search itself (a FAISS ID selector, or an
+exact scan of the allowed chunks when they are a small share of the corpus, because HNSW and
+IVF lose results under a selective selector); `post` over-fetches and drops what does not
+match, which can leave fewer results than asked for.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sweep.chunking import Chunk
+from sweep.corpus import SCALARS, Corpus
+from sweep.errors import InputError
+from sweep.golden import GoldenSet, Question
+from sweep.index import Hits, Retriever
+
+log = logging.getLogger(__name__)
+
+Condition = dict[str, frozenset]  # field -> accepted values
+
+
+@dataclass(frozen=True)
+class Restriction:
+    """The chunks one question may be answered from."""
+
+    chunk_ids: np.ndarray  # sorted
+    n_documents: int  # documents those chunks belong to
+    exact: bool = False  # scan them all instead of asking the index
+
+
+def parse_condition(filters: Mapping[str, Any], source: str) -> Condition:
+    """`{field: value | [values]}` as field -> accepted values; `source` names where it came from."""
+    if not isinstance(filters, Mapping):
+        raise InputError(f"{source}: filters must be a mapping of field to value, not {filters!r}")
+    condition = {}
+    for name, value in filters.items():
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        bad = [v for v in values if not isinstance(v, SCALARS)]
+        if bad or not values:
+            raise InputError(f"{source}: filter {name!r} needs a value or a list of values, not {value!r}")
+        condition[str(name)] = frozenset(values)
+    return condition
+
+
+class Filter:
+    """No filtering: question filters are checked against the corpus, then ignored. The
+    baseline every filter is compared with, and the base of those that restrict."""
+
+    def prepare(self, corpus: Corpus, chunks: Sequence[Chunk], golden: GoldenSet) -> None:
+        """Check every filter against the corpus's metadata fields before anything is computed."""
+        self._conditions = {q.id: parse_condition(q.filters, f"{golden.source}: question {q.id!r}") for q in golden}
+        for qid, condition in self._conditions.items():
+            _check_fields(condition, corpus, f"{golden.source}: question {qid!r}")
+
+    def restriction(self, question: Question) -> Restriction | None:
+        """The chunks `question` may be answered from; None when nothing restricts it."""
+        return None
+
+    def search(self, retriever: Retriever, query: str, k: int, restriction: Restriction | None) -> Hits:
+        """The best k chunks for `query` that obey `restriction`."""
+        return Hits.first(*retriever.search([query], k))
+
+
+@dataclass
+class MetadataFilter(Filter):
+    """Each question's filters and `where`, all of which must hold, as a `Restriction` (built once
+    per distinct condition)."""
+
+    where: dict[str, Any] = field(default_factory=dict)
+
+    def prepare(self, corpus: Corpus, chunks: Sequence[Chunk], golden: GoldenSet) -> None:
+        self._where = parse_condition(self.where or {}, "filter.where")
+        _check_fields(self._where, corpus, "filter.where")
+        super().prepare(corpus, chunks, golden)
+        self._documents = list(corpus)
+        position = {doc.id: i for i, doc in enumerate(corpus)}
+        self._chunk_document = np.array([position[c.doc_id] for c in chunks], dtype=np.int64)
+        self._restrictions: dict[tuple, Restriction] = {}
+
+    def restriction(self, question: Question) -> Restriction | None:
+        """An empty restriction (with a warning naming the question) when its filters match no document."""
+        condition = dict(self._where)
+        for name, values in self._conditions[question.id].items():
+            condition[name] = condition[name] & values if name in condition else values
+        if not condition:
+            return None
+        key = tuple(sorted((name, tuple(sorted(map(repr, values)))) for name, values in condition.items()))
+        if key not in self._restrictions:
+            self._restrictions[key] = self._restrict(condition)
+        restriction = self._restrictions[key]
+        if not restriction.n_documents:
+            log.warning("question %r: its filters %s match no document; it gets an empty result", question.id, _shown(condition))
+        return restriction
+
+    def _restrict(self, condition: Condition) -> Restriction:
+        matches = np.array(
+            [all(doc.metadata.get(name) in values for name, values in condition.items()) for doc in self._documents],
+            dtype=bool,
+        )
+        chunk_ids = np.flatnonzero(matches[self._chunk_document])
+        return self._plan(chunk_ids, int(np.unique(self._chunk_document[chunk_ids]).size))
+
+    def _plan(self, chunk_ids: np.ndarray, n_documents: int) -> Restriction:
+        return Restriction(chunk_ids, n_documents)
+
+
+@dataclass
+class PreFilter(MetadataFilter):
+    """Only allowed chunks are searched; below `exact_below` of the chunks they are scanned exactly."""
+
+    exact_below: float = 0.1  # share of all chunks
+
+    def _plan(self, chunk_ids: np.ndarray, n_documents: int) -> Restriction:
+        share = len(chunk_ids) / len(self._chunk_document) if len(self._chunk_document) else 0.0
+        return Restriction(chunk_ids, n_documents, exact=share < self.exact_below)
+
+    def search(self, retriever: Retriever, query: str, k: int, restriction: Restriction | None) -> Hits:
+        if restriction is None:
+            return super().search(retriever, query, k, restriction)
+        if not len(restriction.chunk_ids):
+            return Hits.empty()
+        return Hits.first(*retriever.search([query], k, allowed=restriction.chunk_ids, exact=restriction.exact))
+
+
+@dataclass
+class PostFilter(MetadataFilter):
+    """`overfetch` × k hits are fetched unrestricted, then those that do not match are dropped."""
+
+    overfetch: float = 4.0
+
+    def search(self, retriever: Retriever, query: str, k: int, restriction: Restriction | None) -> Hits:
+        if restriction is None:
+            return super().search(retriever, query, k, restriction)
+        hits = Hits.first(*retriever.search([query], math.ceil(k * self.overfetch)))
+        return hits[np.isin(hits.ids, restriction.chunk_ids)][:k]
+
+
+def _check_fields(condition: Condition, corpus: Corpus, source: str) -> None:
+    for name in sorted(condition.keys() - corpus.metadata_fields):
+        fields = ", ".join(sorted(corpus.metadata_fields)) or "none"
+        raise InputError(f"{source}: filters on {name!r}, a field no document has (fields: {fields})")
+
+
+def _shown(condition: Condition) -> str:
+    return ", ".join(f"{name}={sorted(values, key=repr)}" for name, values in sorted(condition.items()))
