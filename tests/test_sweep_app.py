@@ -22,11 +22,13 @@ KB = ROOT / "data" / "kb"
 CHILD_METRICS = {
     "recall_at_5", "ndcg_at_10", "mrr", "abstain/correct_rate", "abstain/false_rate", "type/factoid/recall_at_5",
     "type/unanswerable/abstain/correct_rate", "time/embed_s", "time/index_s", "time/metrics_s",
-    "latency/search_ms_p50", "latency/search_ms_p95", "corpus/chunks",
+    "latency/search_ms_p50", "latency/search_ms_p95", "corpus/chunks", "time/rerank_s", "filter/restricted_share",
+    "abstain/suggested_min_score", "abstain/at_suggested/recall_at_5", "abstain/at_suggested/abstain/correct_rate",
 }  # fmt: skip
 ARTIFACTS = {
     "config/resolved.yaml", "config/overrides.yaml", "tables/per_query.json", "tables/per_type.json",
     "tables/worst_queries.json", "plots/recall_at_k.png", "plots/ndcg_at_10_per_type.png", "run.trec",
+    "tables/abstention_curve.json", "plots/abstention_calibration.png",
 }  # fmt: skip
 
 
@@ -93,6 +95,31 @@ def test_a_two_by_two_sweep_gives_a_parent_and_four_finished_children(tmp_path, 
     assert "Leaderboard" in result.stdout and "workflowType=machine_learning" in result.stdout
     # one embedding per (model, chunk): the hnsw runs reuse the flat runs' vectors
     assert len(list((tmp_path / "cache").glob("*.npy"))) == 2
+
+
+def test_a_filter_by_reranker_sweep_logs_filters_rerank_time_and_calibration(tmp_path, small_data):
+    result = sweep(tmp_path, small_data, "-m", "filter=none,pre,post", "reranker=none,hybrid", "chunk=0")
+    assert result.returncode == 0, result.stderr[-3000:]
+    client, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    children = {
+        (r.data.params["filter._target_"].rsplit(".", 1)[1], r.data.params["reranker._target_"].rsplit(".", 1)[1]): r
+        for r in runs if r.data.tags.get("mlflow.parentRunId")
+    }  # fmt: skip
+    assert sorted(children) == [
+        (f, r) for f in ("Filter", "PostFilter", "PreFilter") for r in ("HybridReranker", "Reranker")
+    ]  # fmt: skip
+    for child in children.values():
+        assert child.info.status == "FINISHED"
+        assert CHILD_METRICS <= child.data.metrics.keys(), CHILD_METRICS - child.data.metrics.keys()
+        listed = {a.path for folder in ("tables", "plots") for a in client.list_artifacts(child.info.run_id, folder)}
+        assert {"plots/abstention_calibration.png", "tables/abstention_curve.json"} <= listed
+    metrics = {key: run.data.metrics for key, run in children.items()}
+    # 6 of the 15 questions carry filters; `none` ignores them, pre and post apply them
+    assert metrics["Filter", "Reranker"]["filter/restricted_share"] == 0.0
+    assert metrics["PreFilter", "Reranker"]["filter/restricted_share"] == pytest.approx(6 / 15)
+    assert metrics["PostFilter", "Reranker"]["filter/short_result_rate"] == 0.0  # 4 x 400 hits cover 12 documents
+    assert metrics["PreFilter", "HybridReranker"]["time/rerank_s"] > metrics["PreFilter", "Reranker"]["time/rerank_s"]
+    assert metrics["PreFilter", "HybridReranker"]["ndcg_at_10"] != metrics["PreFilter", "Reranker"]["ndcg_at_10"]
 
 
 def test_a_failing_combination_is_a_failed_child_and_the_sweep_goes_on(tmp_path, small_data):
@@ -198,6 +225,7 @@ def test_an_unreachable_tracking_server_is_a_one_line_error(tmp_path, small_data
     [
         (None, {"id": "zz1", "question": "ghost?", "relevant": {"no-such-doc": 1}}, "labels document 'no-such-doc', which is not in the corpus"),
         ("", None, "empty corpus (no documents)"),
+        (None, {"id": "zz2", "question": "red?", "relevant": {}, "filters": {"colour": "red"}}, "question 'zz2': filters on 'colour', a field no document has"),
     ],
 )
 def test_bad_data_is_one_line_exit_2_and_a_failed_run(tmp_path, small_data, corpus_text, golden_extra, message):
@@ -211,6 +239,20 @@ def test_bad_data_is_one_line_exit_2_and_a_failed_run(tmp_path, small_data, corp
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
     _, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert [r.info.status for r in runs] == ["FAILED"] and message in runs[0].data.tags["error"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["filter=pre", "filter.where={stat: current}"], "filter.where: filters on 'stat', a field no document has"),
+        (["reranker=cross_encoder"], "reranker.model is not set"),
+        (["reranker=cross_encoder", "reranker.model=/no/such/model"], "reranker.model=/no/such/model: no such folder"),
+        (["abstain.calibrate_on=recall_at_7"], "abstain.calibrate_on=recall_at_7 is not one of the computed metrics"),
+    ],
+)
+def test_bad_filter_reranker_and_abstain_options_are_one_line_exit_2(tmp_path, small_data, overrides, message):
+    result = sweep(tmp_path, small_data, "model=bm25", *overrides)
+    assert result.returncode == 2 and f"error: {message}" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_chunks_longer_than_the_model_limit_warn_and_log_their_share(tmp_path, small_data):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -76,7 +76,7 @@ class MetadataFilter(Filter):
     """Each question's filters and `where`, all of which must hold, as a `Restriction` (built once
     per distinct condition)."""
 
-    where: dict[str, Any] = field(default_factory=dict)
+    where: dict[str, Any] | None = None  # applied to every question
 
     def prepare(self, corpus: Corpus, chunks: Sequence[Chunk], golden: GoldenSet) -> None:
         self._where = parse_condition(self.where or {}, "filter.where")

@@ -1,0 +1,122 @@
+"""Rerankers: a tiny real cross-encoder built here (random BERT, its own vocabulary) loaded
+through the config path users use, reciprocal-rank fusion, and hybrid under a filter."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForSequenceClassification, BertTokenizer
+
+from sweep.cli import build_pipeline
+from sweep.corpus import Corpus, load_corpus
+from sweep.errors import InputError
+from sweep.filters import PreFilter
+from sweep.golden import GoldenSet, load_golden
+from sweep.chunking import TokenChunker
+from sweep.pipeline import Pipeline
+from sweep.rerank import CrossEncoderReranker, HybridReranker, reciprocal_rank_fusion
+from sweep.sparse import TfidfRetriever
+
+KB = Path(__file__).resolve().parents[1] / "data" / "kb"
+MAX_LENGTH = 128
+
+
+@pytest.fixture(scope="module")
+def small_kb():
+    full = load_corpus(KB / "corpus.jsonl")
+    corpus = Corpus(tuple(d for d in full if d.metadata["department"] in {"Finance", "IT"}), source="small-kb")
+    golden = load_golden(KB / "golden.jsonl", warn=False)
+    kept = [q for q in golden if q.relevant and set(q.relevant) <= set(corpus.by_id)][:12]
+    return corpus, GoldenSet(tuple(kept + [q for q in golden if not q.answerable][:2]), source="small-kb")
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tmp_path_factory, small_kb) -> Path:
+    """A 2-layer BERT with random weights and a vocabulary of the corpus's words, saved as a folder."""
+    corpus, golden = small_kb
+    folder = tmp_path_factory.mktemp("tiny-cross-encoder")
+    words = Counter(re.findall(r"[a-z]+", " ".join([d.content for d in corpus] + [q.question for q in golden]).lower()))
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(words)]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    BertTokenizer(str(folder / "vocab.txt"), model_max_length=MAX_LENGTH).save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=MAX_LENGTH, num_labels=1, initializer_range=0.5,
+    )  # fmt: skip
+    BertForSequenceClassification(config).save_pretrained(folder)
+    return folder
+
+
+def logits(folder: Path, query: str, texts: list[str]) -> np.ndarray:
+    """The model's own scores for (query, text) pairs, straight from transformers."""
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    batch = tokenizer([query] * len(texts), texts, truncation=True, max_length=MAX_LENGTH, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        return model(**batch).logits[:, 0].numpy()
+
+
+def test_cross_encoder_from_config_reranks_by_its_own_scores(small_kb, tiny_cross_encoder):
+    corpus, golden = small_kb
+    with initialize_config_module(version_base="1.3", config_module="sweep.conf"):
+        cfg = compose(
+            "config",
+            overrides=["model=tfidf", "chunk=0", "reranker=cross_encoder", f"reranker.model={tiny_cross_encoder}", "reranker.candidates=6"],
+        )
+    pipeline = build_pipeline(cfg)
+    assert isinstance(pipeline.reranker, CrossEncoderReranker)
+    reranked = pipeline.run(corpus, golden)
+    retrieved = Pipeline(TokenChunker(0), TfidfRetriever()).run(corpus, golden)
+    assert reranked.timings["time/rerank_s"] > 0
+    reordered = 0
+    for qid, candidates in retrieved.run.rankings(limit=6).items():
+        docs = [doc for doc, _ in candidates]
+        scores = logits(tiny_cross_encoder, golden.by_id[qid].question, [corpus.by_id[d].content for d in docs])
+        assert len(set(scores.round(4))) == len(docs)  # no ties: the order is the model's alone
+        expected = [docs[i] for i in np.argsort(-scores)]
+        assert [doc for doc, _ in reranked.run.rankings()[qid]] == expected, qid
+        reordered += expected != docs
+    assert reordered >= len(golden) // 2  # the model's order, not the retriever's
+
+
+@pytest.mark.parametrize(
+    "model, message",
+    [(None, "reranker.model is not set"), ("/no/such/cross-encoder", "reranker.model=/no/such/cross-encoder: no such folder")],
+)
+def test_a_missing_cross_encoder_is_a_clear_error(model, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        CrossEncoderReranker(model=model)
+
+
+def test_a_folder_that_is_not_a_cross_encoder_is_a_clear_error(tmp_path):
+    with pytest.raises(InputError, match="not a loadable CrossEncoder"):
+        CrossEncoderReranker(model=str(tmp_path)).build(["text"])
+
+
+def test_reciprocal_rank_fusion_sums_weighted_reciprocal_ranks():
+    fused = reciprocal_rank_fusion([np.array([1, 2, 3]), np.array([3, 1])], [1.0, 1.0], k=60)
+    assert fused.ids.tolist() == [1, 3, 2]
+    np.testing.assert_allclose(fused.scores, [1 / 61 + 1 / 62, 1 / 63 + 1 / 61, 1 / 62])
+    lexical_only = reciprocal_rank_fusion([np.array([1, 2, 3]), np.array([3, 1])], [0.0, 1.0], k=1)
+    assert lexical_only.ids.tolist() == [3, 1, 2] and lexical_only.scores[-1] == 0.0
+    tied = reciprocal_rank_fusion([np.array([5, 4]), np.array([4, 5])], [1.0, 1.0])
+    assert tied.ids.tolist() == [4, 5]  # equal fused scores: lower id first
+
+
+def test_hybrid_fuses_both_rankings_and_obeys_the_filter(small_kb):
+    corpus, golden = small_kb
+    chunker = TokenChunker(0)
+    hybrid = Pipeline(chunker, TfidfRetriever(), PreFilter(where={"department": "IT"}), HybridReranker()).run(corpus, golden)
+    returned = {doc for ranking in hybrid.run.rankings().values() for doc, _ in ranking}
+    assert returned and all(corpus.by_id[doc].metadata["department"] == "IT" for doc in returned)
+    plain = Pipeline(chunker, TfidfRetriever(), PreFilter(where={"department": "IT"})).run(corpus, golden)
+    assert hybrid.run.rankings() != plain.run.rankings()
+    top = next(iter(hybrid.run.rankings().values()))[0][1]
+    assert top <= 2 / 61 + 1e-12  # an RRF score: at best first in both rankings
