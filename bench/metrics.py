@@ -29,7 +29,10 @@ from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
-import numba
+# bench/sweep.py sits next to this file: keep this folder off sys.path, or `import sweep` would import it.
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import numba  # noqa: E402 (and below: imported after the sys.path fix)
 import numpy as np
 import pandas as pd
 import pytrec_eval

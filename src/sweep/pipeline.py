@@ -112,13 +112,13 @@ class Pipeline:
                 return self.filter.search(retriever, question.question, self.chunk_depth, restriction)
 
             hits = search(self.retriever)
+            if restriction is not None:
+                restricted.append((restriction, len(hits)))
             reranking = time.perf_counter()
             hits = self.reranker.rerank(question.question, hits, search)
             rerank_s += time.perf_counter() - reranking
             ranking = collapse_to_documents(hits, chunks, self.depth)
             latencies.append(1000 * (time.perf_counter() - start))
-            if restriction is not None:
-                restricted.append((restriction, len(ranking)))
             if ranking and (self.min_score is None or ranking[0][1] >= self.min_score):
                 rankings[question.id] = ranking
         costs = self._dense_costs(chunks) if isinstance(self.retriever, DenseRetriever) else {"time/embed_s": 0.0}
@@ -133,12 +133,14 @@ class Pipeline:
         return RunResult(Run.from_ranked(rankings, name), chunks, timings)
 
     def _filter_outcomes(self, restricted: list[tuple[Restriction, int]], n_questions: int) -> dict[str, float]:
-        """How many questions a filter restricted, how many of those came back short (fewer
-        documents than `depth` or than the filter allows, whichever is smaller), how many of
-        them matched nothing, and how many were searched exactly."""
+        """How many questions a filter restricted; of those, how many came back short (fewer chunk
+        hits than `chunk_depth` or than the filter allows, whichever is smaller: what post-filtering
+        with too little over-fetch loses, or an approximate index under a selector, or a lexical
+        model when few allowed chunks share a term with the question), how many matched nothing,
+        and how many were searched by exact scan."""
         outcomes = {"filter/restricted_share": len(restricted) / n_questions if n_questions else 0.0}
         if restricted:
-            short = [n_found < min(self.depth, r.n_documents) for r, n_found in restricted]
+            short = [n_hits < min(self.chunk_depth, len(r.chunk_ids)) for r, n_hits in restricted]
             outcomes |= {
                 "filter/short_result_rate": float(np.mean(short)),
                 "filter/empty_questions": float(sum(r.n_documents == 0 for r, _ in restricted)),
