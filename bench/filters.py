@@ -13,14 +13,11 @@
    `python -m sweep filter=pre`, both with chunk_depth=10 depth=10, so a question gets 10 chunk
    hits; once with the default 200-token chunks, once with chunk=0 (whole documents, so a chunk hit
    is a document). Post-filtering drops the hits its filter rejects and can leave a question with
-   fewer documents than it could have had (`filter/short_result_rate`) unless it over-fetches
-   enough; pre-filtering on the default flat index searches only the allowed chunks. With
-   whole documents it shows as intended: post is short for 100% / 28% / 19% / 0% of the 43
-   filtered questions at over-fetch 1 / 2 / 4 / 16 (and loses a little recall@5 at 1), pre for
-   none. With 200-token chunks every filtered question counts as short, pre included: 10 chunk
-   hits collapse to fewer than 10 documents (about 6), and `short_result_rate` compares documents
-   found with min(depth, allowed documents), so it also counts what chunk_depth < depth x chunks
-   per document loses. Quality is the same at every over-fetch there.
+   fewer chunk hits than k (`filter/short_result_rate`) unless it over-fetches enough;
+   pre-filtering on the default flat index searches only the allowed chunks and never comes back
+   short. Seen here: post is short for 100% / 26% / 12% / 0% of the 43 filtered questions at
+   over-fetch 1 / 2 / 4 / 16 with 200-token chunks (100% / 28% / 19% / 0% with whole documents,
+   where over-fetch 1 also loses recall@5, 0.8672 against 0.8750), pre for none.
 3. HNSW under a selective filter, synthetic and in process (no MLflow): N random unit vectors
    (numpy seed 0) in an HNSW index with the harness's defaults (M=32, ef_construction=200,
    ef_search=128, conf/index/hnsw.yaml), one chunk per document, document i in group i % G. For

@@ -174,3 +174,8 @@ def test_post_filtering_with_little_over_fetch_comes_back_short(filtered_kb, tmp
     assert run(PostFilter(overfetch=1))["filter/short_result_rate"] > 0.3
     assert run(PreFilter())["filter/short_result_rate"] == 0.0  # a dense search always fills k
     assert "filter/short_result_rate" not in run(Filter())
+
+
+def test_post_filtering_must_fetch_at_least_what_it_keeps():
+    with pytest.raises(InputError, match=r"filter.overfetch=0.5: must be at least 1"):
+        PostFilter(overfetch=0.5)

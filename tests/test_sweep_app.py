@@ -120,6 +120,9 @@ def test_a_filter_by_reranker_sweep_logs_filters_rerank_time_and_calibration(tmp
     assert metrics["PostFilter", "Reranker"]["filter/short_result_rate"] == 0.0  # 4 x 400 hits cover 12 documents
     assert metrics["PreFilter", "HybridReranker"]["time/rerank_s"] > metrics["PreFilter", "Reranker"]["time/rerank_s"]
     assert metrics["PreFilter", "HybridReranker"]["ndcg_at_10"] != metrics["PreFilter", "Reranker"]["ndcg_at_10"]
+    # with a reranker its score is the one thresholded: a fused score is at most 2 / (60 + 1)
+    assert metrics["PreFilter", "HybridReranker"]["abstain/suggested_min_score"] <= 2 / 61
+    assert metrics["PreFilter", "Reranker"]["abstain/suggested_min_score"] > 2 / 61  # a cosine
 
 
 def test_a_failing_combination_is_a_failed_child_and_the_sweep_goes_on(tmp_path, small_data):

@@ -138,6 +138,10 @@ class PostFilter(MetadataFilter):
 
     overfetch: float = 4.0
 
+    def __post_init__(self) -> None:
+        if not self.overfetch >= 1:
+            raise InputError(f"filter.overfetch={self.overfetch}: must be at least 1 (hits fetched per hit kept)")
+
     def search(self, retriever: Retriever, query: str, k: int, restriction: Restriction | None) -> Hits:
         if restriction is None:
             return super().search(retriever, query, k, restriction)

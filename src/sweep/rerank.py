@@ -41,6 +41,8 @@ class CrossEncoderReranker(Reranker):
     batch_size: int = 32
 
     def __post_init__(self) -> None:
+        if self.candidates < 1:
+            raise InputError(f"reranker.candidates={self.candidates}: must be at least 1")
         if not self.model:
             raise InputError("reranker.model is not set: give the path of a local sentence-transformers CrossEncoder folder")
         if not Path(self.model).expanduser().is_dir():
