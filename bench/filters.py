@@ -234,7 +234,7 @@ def hnsw_selective(n: int, dim: int) -> None:
         corpus, chunks, golden = grouped(n, groups)
         selector, exact = PreFilter(exact_below=0.0), PreFilter(exact_below=1.1)
         for search_filter in (selector, exact):
-            search_filter.prepare(corpus, chunks, golden)
+            search_filter.prepare(corpus, chunks, golden, 10)
         # restrictions are built once per distinct filter, outside the timing
         by_selector_plan = [selector.restriction(q) for q in golden]
         by_exact_plan = [exact.restriction(q) for q in golden]

@@ -118,7 +118,7 @@ def test_pre_on_hnsw_with_a_selective_filter_falls_back_to_exact_search():
     allowed = np.arange(7, len(chunks), 500)
 
     def found(search_filter, index) -> list[set]:
-        search_filter.prepare(corpus, chunks, golden)
+        search_filter.prepare(corpus, chunks, golden, 10)
         return [set(search_filter.search(index, queries[i], 10, search_filter.restriction(q)).ids.tolist()) for i, q in enumerate(golden)]
 
     exact = [set(allowed[np.argsort(-(vectors[allowed] @ q))[:10]].tolist()) for q in queries]
@@ -130,6 +130,48 @@ def test_pre_on_hnsw_with_a_selective_filter_falls_back_to_exact_search():
     flat = FlatIndex()
     flat.build(vectors)
     assert found(PreFilter(exact_below=0.0), flat) == exact  # a flat index needs no fallback
+
+
+
+def test_pre_scans_exactly_when_the_allowed_chunks_fit_in_k():
+    corpus, chunks = grouped_corpus(5_000, 125)  # 40 documents a group: 0.8%, but k=40 asks for all of them
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(len(chunks), 32)).astype(np.float32)
+    hnsw = HNSWIndex(M=8, ef_construction=40, ef_search=16)
+    hnsw.build(vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    golden = GoldenSet((Question("q", "question", {"d3": 1}, filters={"group": 3}),))
+    search_filter = PreFilter(exact_below=0.0)
+    search_filter.prepare(corpus, chunks, golden, 40)
+    restriction = search_filter.restriction(golden.questions[0])
+    assert restriction.exact
+    hits = search_filter.search(hnsw, rng.normal(size=32).astype(np.float32), 40, restriction)
+    assert sorted(hits.ids.tolist()) == list(range(3, 5_000, 125))
+
+
+def test_filter_values_compare_as_json_and_yaml_mean_them():
+    documents = [
+        Document("flag-true", "a", metadata={"flag": True, "year": 2026}),
+        Document("flag-one", "b", metadata={"flag": 1, "year": 2026.0}),
+        Document("flag-text", "c", metadata={"flag": "1", "year": "2026"}),
+    ]
+    corpus = Corpus(tuple(documents))
+    chunks = [Chunk(d.id, 0, 0, 1, d.text, 1) for d in corpus]
+    questions = {"true": {"flag": True}, "one": {"flag": 1}, "text": {"flag": "1"}, "year": {"year": 2026}}
+    golden = GoldenSet(tuple(Question(qid, qid, {"flag-true": 1}, filters=f) for qid, f in questions.items()))
+    search_filter = PreFilter()
+    search_filter.prepare(corpus, chunks, golden, 10)
+    allowed = {q.id: [chunks[i].doc_id for i in search_filter.restriction(q).chunk_ids] for q in golden}
+    assert allowed == {"true": ["flag-true"], "one": ["flag-one"], "text": ["flag-text"], "year": ["flag-true", "flag-one"]}
+
+
+def test_a_where_that_matches_no_document_is_an_error_and_one_that_matches_all_restricts_nothing(filtered_kb):
+    corpus, golden = filtered_kb
+    chunks = TokenChunker(0).split(corpus)
+    with pytest.raises(InputError, match=r"filter.where: year=\['2026'\] matches no document"):
+        PreFilter(where={"year": "2026"}).prepare(corpus, chunks, golden, 10)
+    everything = PostFilter(where={"status": ["current", "archived"]})
+    everything.prepare(corpus, chunks, golden, 10)
+    assert everything.restriction(next(q for q in golden if not q.filters)) is None
 
 
 @pytest.mark.parametrize("make_filter", [PreFilter, PostFilter])
@@ -176,6 +218,14 @@ def test_post_filtering_with_little_over_fetch_comes_back_short(filtered_kb, tmp
     assert "filter/short_result_rate" not in run(Filter())
 
 
-def test_post_filtering_must_fetch_at_least_what_it_keeps():
-    with pytest.raises(InputError, match=r"filter.overfetch=0.5: must be at least 1"):
-        PostFilter(overfetch=0.5)
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: PostFilter(overfetch=0.5), "filter.overfetch=0.5: must be a number of at least 1"),
+        (lambda: PostFilter(overfetch=float("inf")), "filter.overfetch=inf: must be a number of at least 1"),
+        (lambda: PreFilter(exact_below="abc"), "filter.exact_below='abc': must be a share of the chunks"),
+    ],
+)
+def test_bad_filter_settings_are_clear_errors(make, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        make()

@@ -62,7 +62,7 @@ def test_dense_run_finds_answers_and_embeds_once(small_kb, embedder, tmp_path):
     assert second.run.rankings() == result.run.rankings()  # same config, same numbers
 
 
-def test_min_score_abstains_and_bm25_runs_through_the_same_pipeline(small_kb):
+def test_min_score_abstains_and_bm25_runs_through_the_same_pipeline(small_kb, tmp_path):
     corpus, golden = small_kb
     chunker = TokenChunker(0)  # whole documents
     always = Pipeline(chunker, BM25Retriever()).run(corpus, golden)
@@ -70,3 +70,5 @@ def test_min_score_abstains_and_bm25_runs_through_the_same_pipeline(small_kb):
     silent = Pipeline(chunker, BM25Retriever(), min_score=1e9).run(corpus, golden)
     assert len(silent.run.frame) == 0
     assert evaluate(golden, silent.run, ["abstain/correct_rate"]).mean["abstain/correct_rate"] == 1.0
+    silent.run.to_trec(tmp_path / "silent.trec")  # an empty run is still a run file
+    assert (tmp_path / "silent.trec").read_text() == ""

@@ -80,9 +80,11 @@ def test_cross_encoder_from_config_reranks_by_its_own_scores(small_kb, tiny_cros
         docs = [doc for doc, _ in candidates]
         scores = logits(tiny_cross_encoder, golden.by_id[qid].question, [corpus.by_id[d].content for d in docs])
         assert len(set(scores.round(4))) == len(docs)  # no ties: the order is the model's alone
-        expected = [docs[i] for i in np.argsort(-scores)]
-        assert [doc for doc, _ in reranked.run.rankings()[qid]] == expected, qid
-        reordered += expected != docs
+        order = np.argsort(-scores)
+        assert [doc for doc, _ in reranked.run.rankings()[qid]] == [docs[i] for i in order], qid
+        # the document's score is the model's raw score (no sigmoid to saturate)
+        np.testing.assert_allclose([score for _, score in reranked.run.rankings()[qid]], scores[order], rtol=1e-4, atol=1e-5)
+        reordered += order.tolist() != list(range(len(docs)))
     assert reordered >= len(golden) // 2  # the model's order, not the retriever's
 
 
@@ -95,6 +97,21 @@ def test_a_missing_cross_encoder_is_a_clear_error(model, message):
         CrossEncoderReranker(model=model)
     with pytest.raises(InputError, match="reranker.candidates=0: must be at least 1"):
         CrossEncoderReranker(model=model, candidates=0)
+
+
+@pytest.mark.parametrize("setting", [{"k": -1}, {"bm25_weight": float("inf")}])
+def test_bad_fusion_settings_are_clear_errors(setting):
+    with pytest.raises(InputError, match=f"reranker.{next(iter(setting))}="):
+        HybridReranker(**setting)
+
+
+def test_a_model_with_several_labels_is_not_a_reranker(tmp_path, tiny_cross_encoder):
+    config = BertConfig.from_pretrained(tiny_cross_encoder)
+    config.num_labels = 3
+    BertForSequenceClassification(config).save_pretrained(tmp_path)
+    BertTokenizer.from_pretrained(tiny_cross_encoder).save_pretrained(tmp_path)
+    with pytest.raises(InputError, match="has 3 output labels; a reranker needs 1"):
+        CrossEncoderReranker(model=str(tmp_path)).build(["text"])
 
 
 def test_a_folder_that_is_not_a_cross_encoder_is_a_clear_error(tmp_path):

@@ -100,7 +100,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
 def print_calibration(calibration: Calibration) -> None:
     at = calibration.at_suggested
     CONSOLE.print(
-        f"Abstention: suggested abstain.min_score={calibration.suggested:.4g} (balanced accuracy "
+        f"Abstention: suggested abstain.min_score={calibration.suggested!r} (balanced accuracy "
         f"{calibration.balanced_accuracy:.3f}): unanswerable abstaining {at.get('abstain/correct_rate', float('nan')):.1%}, "
         f"answerable abstaining {at.get('abstain/false_rate', float('nan')):.1%}, {calibration.metric} {at[calibration.metric]:.4f}",
         soft_wrap=True,

@@ -3,9 +3,9 @@
 A question's `filters` and the config-level `filter.where` are equality conditions on
 document metadata (`field: value`, or `field: [values]` for any of them), all of which must
 hold. `none` (`Filter`) ignores them; `pre` restricts the search itself (a FAISS ID selector, or an
-exact scan of the allowed chunks when they are a small share of the corpus, because HNSW and
-IVF lose results under a selective selector); `post` over-fetches and drops what does not
-match, which can leave fewer results than asked for.
+exact scan of the allowed chunks when they are a small share of the corpus or no more than the
+hits asked for, because HNSW and IVF lose results under a selective selector); `post`
+over-fetches and drops what does not match, which can leave fewer results than asked for.
 """
 
 from __future__ import annotations
@@ -26,7 +26,16 @@ from sweep.index import Hits, Retriever
 
 log = logging.getLogger(__name__)
 
-Condition = dict[str, frozenset]  # field -> accepted values
+Condition = dict[str, frozenset]  # field -> accepted values, as `_comparable` keys
+
+
+def _comparable(value: Any) -> tuple[str, Any]:
+    """Equality that YAML, JSON and Hydra agree on: 2026 == 2026.0, but True != 1 and "2026" != 2026."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float)):
+        return ("number", float(value))
+    return (type(value).__name__, value)
 
 
 @dataclass(frozen=True)
@@ -48,16 +57,21 @@ def parse_condition(filters: Mapping[str, Any], source: str) -> Condition:
         bad = [v for v in values if not isinstance(v, SCALARS)]
         if bad or not values:
             raise InputError(f"{source}: filter {name!r} needs a value or a list of values, not {value!r}")
-        condition[str(name)] = frozenset(values)
+        condition[str(name)] = frozenset(map(_comparable, values))
     return condition
 
 
+@dataclass
 class Filter:
-    """No filtering: question filters are checked against the corpus, then ignored. The
-    baseline every filter is compared with, and the base of those that restrict."""
+    """No filtering: question filters are checked against the corpus, then ignored, and so is
+    `where` (so `-m filter=none,pre 'filter.where={...}'` compares with the unfiltered baseline).
+    The base of the filters that restrict."""
 
-    def prepare(self, corpus: Corpus, chunks: Sequence[Chunk], golden: GoldenSet) -> None:
-        """Check every filter against the corpus's metadata fields before anything is computed."""
+    where: dict[str, Any] | None = None  # applied to every question by the filters that restrict
+
+    def prepare(self, corpus: Corpus, chunks: Sequence[Chunk], golden: GoldenSet, k: int) -> None:
+        """Check every filter against the corpus's metadata fields before anything is computed;
+        `k` is how many chunk hits each search asks for."""
         self._conditions = {q.id: parse_condition(q.filters, f"{golden.source}: question {q.id!r}") for q in golden}
         for qid, condition in self._conditions.items():
             _check_fields(condition, corpus, f"{golden.source}: question {qid!r}")
@@ -76,16 +90,17 @@ class MetadataFilter(Filter):
     """Each question's filters and `where`, all of which must hold, as a `Restriction` (built once
     per distinct condition)."""
 
-    where: dict[str, Any] | None = None  # applied to every question
-
-    def prepare(self, corpus: Corpus, chunks: Sequence[Chunk], golden: GoldenSet) -> None:
+    def prepare(self, corpus: Corpus, chunks: Sequence[Chunk], golden: GoldenSet, k: int) -> None:
         self._where = parse_condition(self.where or {}, "filter.where")
         _check_fields(self._where, corpus, "filter.where")
-        super().prepare(corpus, chunks, golden)
+        super().prepare(corpus, chunks, golden, k)
+        self._k = k
         self._documents = list(corpus)
         position = {doc.id: i for i, doc in enumerate(corpus)}
         self._chunk_document = np.array([position[c.doc_id] for c in chunks], dtype=np.int64)
-        self._restrictions: dict[tuple, Restriction] = {}
+        self._restrictions: dict[tuple, Restriction | None] = {}
+        if self._where and not self._restrict(self._where).n_documents:
+            raise InputError(f"filter.where: {_shown(self._where)} matches no document (values must match in type too: 2026 is not '2026')")
 
     def restriction(self, question: Question) -> Restriction | None:
         """An empty restriction (with a warning naming the question) when its filters match no document."""
@@ -94,17 +109,19 @@ class MetadataFilter(Filter):
             condition[name] = condition[name] & values if name in condition else values
         if not condition:
             return None
-        key = tuple(sorted((name, tuple(sorted(map(repr, values)))) for name, values in condition.items()))
+        key = tuple(sorted((name, tuple(sorted(values, key=repr))) for name, values in condition.items()))
         if key not in self._restrictions:
-            self._restrictions[key] = self._restrict(condition)
+            restriction = self._restrict(condition)
+            everything = len(restriction.chunk_ids) == len(self._chunk_document)
+            self._restrictions[key] = None if everything else restriction
         restriction = self._restrictions[key]
-        if not restriction.n_documents:
+        if restriction is not None and not restriction.n_documents:
             log.warning("question %r: its filters %s match no document; it gets an empty result", question.id, _shown(condition))
         return restriction
 
     def _restrict(self, condition: Condition) -> Restriction:
         matches = np.array(
-            [all(doc.metadata.get(name) in values for name, values in condition.items()) for doc in self._documents],
+            [all(_comparable(doc.metadata.get(name)) in values for name, values in condition.items()) for doc in self._documents],
             dtype=bool,
         )
         chunk_ids = np.flatnonzero(matches[self._chunk_document])
@@ -116,13 +133,19 @@ class MetadataFilter(Filter):
 
 @dataclass
 class PreFilter(MetadataFilter):
-    """Only allowed chunks are searched; below `exact_below` of the chunks they are scanned exactly."""
+    """Only allowed chunks are searched. They are scanned exactly when they are fewer than
+    `exact_below` of all chunks, or no more than the k hits asked for (an index walk could only
+    lose some of them)."""
 
     exact_below: float = 0.1  # share of all chunks
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.exact_below, (int, float)) or not 0 <= self.exact_below:
+            raise InputError(f"filter.exact_below={self.exact_below!r}: must be a share of the chunks, 0 or more")
+
     def _plan(self, chunk_ids: np.ndarray, n_documents: int) -> Restriction:
         share = len(chunk_ids) / len(self._chunk_document) if len(self._chunk_document) else 0.0
-        return Restriction(chunk_ids, n_documents, exact=share < self.exact_below)
+        return Restriction(chunk_ids, n_documents, exact=share < self.exact_below or len(chunk_ids) <= self._k)
 
     def search(self, retriever: Retriever, query: str, k: int, restriction: Restriction | None) -> Hits:
         if restriction is None:
@@ -139,8 +162,8 @@ class PostFilter(MetadataFilter):
     overfetch: float = 4.0
 
     def __post_init__(self) -> None:
-        if not self.overfetch >= 1:
-            raise InputError(f"filter.overfetch={self.overfetch}: must be at least 1 (hits fetched per hit kept)")
+        if not isinstance(self.overfetch, (int, float)) or not 1 <= self.overfetch < math.inf:
+            raise InputError(f"filter.overfetch={self.overfetch!r}: must be a number of at least 1 (hits fetched per hit kept)")
 
     def search(self, retriever: Retriever, query: str, k: int, restriction: Restriction | None) -> Hits:
         if restriction is None:
@@ -156,4 +179,4 @@ def _check_fields(condition: Condition, corpus: Corpus, source: str) -> None:
 
 
 def _shown(condition: Condition) -> str:
-    return ", ".join(f"{name}={sorted(values, key=repr)}" for name, values in sorted(condition.items()))
+    return ", ".join(f"{name}={sorted((v for _, v in values), key=repr)}" for name, values in sorted(condition.items()))

@@ -57,15 +57,6 @@ class Hits:
         return Hits(self.scores[selection], self.ids[selection])
 
 
-def top_k(scores: np.ndarray, k: int, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Best k per row of a (queries, candidates) score matrix, score descending, then id ascending;
-    `ids` names the columns (default 0, 1, ...)."""
-    ids = np.arange(scores.shape[1]) if ids is None else np.asarray(ids)
-    k = min(k, scores.shape[1])
-    order = np.lexsort((np.broadcast_to(ids, scores.shape), -scores), axis=1)[:, :k]
-    return np.take_along_axis(scores, order, axis=1), ids[order]
-
-
 @dataclass
 class FaissIndex(ABC):
     """Base: subclasses say how to make the empty index and how to set search-time knobs."""
@@ -106,7 +97,9 @@ class FaissIndex(ABC):
             return self.index.search(queries, min(k, self.index.ntotal))
         allowed = np.asarray(allowed, dtype=np.int64)
         if exact or not len(allowed):
-            return top_k(queries @ self.vectors[allowed].T, k, allowed)
+            # faiss.knn scores and orders exactly as IndexFlatIP does, ties included
+            scores, positions = faiss.knn(queries, self.vectors[allowed], min(k, len(allowed)), metric=faiss.METRIC_INNER_PRODUCT)
+            return scores, np.where(positions >= 0, allowed[np.maximum(positions, 0)], -1)
         selector = faiss.IDSelectorBatch(allowed)  # a hash set: O(1) per candidate
         return self.index.search(queries, min(k, len(allowed)), params=self._parameters(selector))
 

@@ -93,7 +93,7 @@ class Pipeline:
 
     def run(self, corpus: Corpus, golden: GoldenSet, name: str = "run") -> RunResult:
         chunks = self.chunker.split(corpus)
-        self.filter.prepare(corpus, chunks, golden)  # bad filters fail before anything is embedded
+        self.filter.prepare(corpus, chunks, golden, self.chunk_depth)  # bad filters fail before anything is embedded
         texts = [c.text for c in chunks]
         start = time.perf_counter()
         self.retriever.build(texts)

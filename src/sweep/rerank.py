@@ -41,28 +41,34 @@ class CrossEncoderReranker(Reranker):
     batch_size: int = 32
 
     def __post_init__(self) -> None:
-        if self.candidates < 1:
-            raise InputError(f"reranker.candidates={self.candidates}: must be at least 1")
+        for name in ("candidates", "batch_size"):
+            if getattr(self, name) < 1:
+                raise InputError(f"reranker.{name}={getattr(self, name)}: must be at least 1")
         if not self.model:
             raise InputError("reranker.model is not set: give the path of a local sentence-transformers CrossEncoder folder")
         if not Path(self.model).expanduser().is_dir():
             raise InputError(f"reranker.model={self.model}: no such folder (a local CrossEncoder folder is needed)")
 
     def build(self, texts: Sequence[str]) -> None:
+        import torch
         from sentence_transformers import CrossEncoder
 
         self.texts = list(texts)
+        self.raw_scores = torch.nn.Identity()  # logits: a sigmoid saturates to 1.0 in float32 and would tie the best
         try:
             self.encoder = CrossEncoder(str(Path(self.model).expanduser()), device="cpu", local_files_only=True)
         except (OSError, ValueError) as error:
             raise InputError(f"reranker.model={self.model}: not a loadable CrossEncoder ({error})") from None
+        if self.encoder.num_labels != 1:
+            raise InputError(f"reranker.model={self.model}: has {self.encoder.num_labels} output labels; a reranker needs 1 (a relevance score)")
 
     def rerank(self, query: str, hits: Hits, search: SearchUnderFilter) -> Hits:
         top = hits[: self.candidates]
         if not len(top):
             return top
         pairs = [(query, self.texts[i]) for i in top.ids.tolist()]
-        scores = np.asarray(self.encoder.predict(pairs, batch_size=self.batch_size, show_progress_bar=False), dtype=np.float32)
+        scores = self.encoder.predict(pairs, batch_size=self.batch_size, show_progress_bar=False, activation_fn=self.raw_scores)
+        scores = np.asarray(scores, dtype=np.float32)
         order = np.argsort(-scores, kind="stable")  # equal scores keep the retriever's order
         return Hits(scores[order], top.ids[order])
 
@@ -74,6 +80,11 @@ class HybridReranker(Reranker):
     k: float = 60.0
     dense_weight: float = 1.0
     bm25_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("k", "dense_weight", "bm25_weight"):
+            if not 0 <= getattr(self, name) < float("inf"):
+                raise InputError(f"reranker.{name}={getattr(self, name)}: must be a finite number, 0 or more")
 
     def build(self, texts: Sequence[str]) -> None:
         self.bm25 = BM25Retriever()

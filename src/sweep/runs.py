@@ -109,6 +109,9 @@ class Run:
 
     def to_trec(self, path: str | Path, tag: str = "golden-sweep") -> None:
         frame = self.frame
+        if frame.empty:  # every question abstained: an empty run file, as trec_eval reads it
+            Path(path).write_text("", encoding="utf-8")
+            return
         rank = frame.groupby("qid", observed=True, sort=False).cumcount() + 1
         lines = (
             frame["qid"].astype(str) + " Q0 " + frame["docid"].astype(str) + " " + rank.astype(str) + " "

@@ -12,7 +12,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sweep.index import top_k
+
+def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Best k per row of a (queries, chunks) score matrix: score descending, then id ascending."""
+    k = min(k, scores.shape[1])
+    ids = np.arange(scores.shape[1])
+    order = np.lexsort((np.broadcast_to(ids, scores.shape), -scores), axis=1)[:, :k]
+    return np.take_along_axis(scores, order, axis=1), order
 
 
 def _matches(scores: np.ndarray, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
