@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sweep.cli import tracking_uri
 from sweep.errors import InputError
+from sweep.tracking import connect
 
 DEFAULT_EXPERIMENT = "golden-sweep"
 
@@ -40,7 +41,7 @@ def find_best(
     metric: str = "ndcg_at_10", experiment: str | None = None, sweep: str | None = None, maximize: bool = True
 ) -> Winner:
     """The finished run with the best `metric` (only the children of parent run `sweep`, if given)."""
-    mlflow.set_tracking_uri(tracking_uri())
+    connect(tracking_uri())
     name = experiment or DEFAULT_EXPERIMENT
     found = mlflow.get_experiment_by_name(name)
     if found is None:

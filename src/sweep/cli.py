@@ -29,7 +29,7 @@ from sweep.golden import load_golden
 from sweep.metrics import DEFAULT_METRICS, Evaluation, evaluate
 from sweep.metrics.abstention import Calibration, calibrate
 from sweep.pipeline import DenseRetriever, Pipeline
-from sweep.report import default_console, frame_table, print_evaluation
+from sweep.report import default_console, frame_table, print_calibration, print_evaluation
 from sweep.tracking import (
     connect,
     environment_tags,
@@ -92,19 +92,9 @@ def run(cfg: DictConfig) -> dict[str, float]:
     else:
         print_evaluation(evaluation, console=CONSOLE)
         if calibration is not None:
-            print_calibration(calibration)
+            print_calibration(calibration, console=CONSOLE)
         print_ui_hint(active.info.experiment_id)
     return evaluation.mean
-
-
-def print_calibration(calibration: Calibration) -> None:
-    at = calibration.at_suggested
-    CONSOLE.print(
-        f"Abstention: suggested abstain.min_score={calibration.suggested!r} (balanced accuracy "
-        f"{calibration.balanced_accuracy:.3f}): unanswerable abstaining {at.get('abstain/correct_rate', float('nan')):.1%}, "
-        f"answerable abstaining {at.get('abstain/false_rate', float('nan')):.1%}, {calibration.metric} {at[calibration.metric]:.4f}",
-        soft_wrap=True,
-    )
 
 
 def print_ui_hint(experiment_id: str) -> None:

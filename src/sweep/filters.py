@@ -42,8 +42,7 @@ def _comparable(value: Any) -> tuple[str, Any]:
 class Restriction:
     """The chunks one question may be answered from."""
 
-    chunk_ids: np.ndarray  # sorted
-    n_documents: int  # documents those chunks belong to
+    chunk_ids: np.ndarray  # sorted; empty when the filters match no document
     exact: bool = False  # scan them all instead of asking the index
 
 
@@ -99,7 +98,7 @@ class MetadataFilter(Filter):
         position = {doc.id: i for i, doc in enumerate(corpus)}
         self._chunk_document = np.array([position[c.doc_id] for c in chunks], dtype=np.int64)
         self._restrictions: dict[tuple, Restriction | None] = {}
-        if self._where and not self._restrict(self._where).n_documents:
+        if self._where and not len(self._restrict(self._where).chunk_ids):
             raise InputError(f"filter.where: {_shown(self._where)} matches no document (values must match in type too: 2026 is not '2026')")
 
     def restriction(self, question: Question) -> Restriction | None:
@@ -115,7 +114,7 @@ class MetadataFilter(Filter):
             everything = len(restriction.chunk_ids) == len(self._chunk_document)
             self._restrictions[key] = None if everything else restriction
         restriction = self._restrictions[key]
-        if restriction is not None and not restriction.n_documents:
+        if restriction is not None and not len(restriction.chunk_ids):
             log.warning("question %r: its filters %s match no document; it gets an empty result", question.id, _shown(condition))
         return restriction
 
@@ -124,11 +123,10 @@ class MetadataFilter(Filter):
             [all(_comparable(doc.metadata.get(name)) in values for name, values in condition.items()) for doc in self._documents],
             dtype=bool,
         )
-        chunk_ids = np.flatnonzero(matches[self._chunk_document])
-        return self._plan(chunk_ids, int(np.unique(self._chunk_document[chunk_ids]).size))
+        return self._plan(np.flatnonzero(matches[self._chunk_document]))
 
-    def _plan(self, chunk_ids: np.ndarray, n_documents: int) -> Restriction:
-        return Restriction(chunk_ids, n_documents)
+    def _plan(self, chunk_ids: np.ndarray) -> Restriction:
+        return Restriction(chunk_ids)
 
 
 @dataclass
@@ -143,9 +141,9 @@ class PreFilter(MetadataFilter):
         if not isinstance(self.exact_below, (int, float)) or not 0 <= self.exact_below:
             raise InputError(f"filter.exact_below={self.exact_below!r}: must be a share of the chunks, 0 or more")
 
-    def _plan(self, chunk_ids: np.ndarray, n_documents: int) -> Restriction:
+    def _plan(self, chunk_ids: np.ndarray) -> Restriction:
         share = len(chunk_ids) / len(self._chunk_document) if len(self._chunk_document) else 0.0
-        return Restriction(chunk_ids, n_documents, exact=share < self.exact_below or len(chunk_ids) <= self._k)
+        return Restriction(chunk_ids, exact=share < self.exact_below or len(chunk_ids) <= self._k)
 
     def search(self, retriever: Retriever, query: str, k: int, restriction: Restriction | None) -> Hits:
         if restriction is None:
@@ -173,9 +171,10 @@ class PostFilter(MetadataFilter):
 
 
 def _check_fields(condition: Condition, corpus: Corpus, source: str) -> None:
-    for name in sorted(condition.keys() - corpus.metadata_fields):
+    unknown = sorted(condition.keys() - corpus.metadata_fields)
+    if unknown:
         fields = ", ".join(sorted(corpus.metadata_fields)) or "none"
-        raise InputError(f"{source}: filters on {name!r}, a field no document has (fields: {fields})")
+        raise InputError(f"{source}: filters on {unknown[0]!r}, a field no document has (fields: {fields})")
 
 
 def _shown(condition: Condition) -> str:

@@ -143,7 +143,7 @@ class Pipeline:
             short = [n_hits < min(self.chunk_depth, len(r.chunk_ids)) for r, n_hits in restricted]
             outcomes |= {
                 "filter/short_result_rate": float(np.mean(short)),
-                "filter/empty_questions": float(sum(r.n_documents == 0 for r, _ in restricted)),
+                "filter/empty_questions": float(sum(not len(r.chunk_ids) for r, _ in restricted)),
                 "filter/exact_share": float(np.mean([r.exact for r, _ in restricted])),
             }
         return outcomes

@@ -1,4 +1,5 @@
-"""Readable console tables: headline metrics with intervals, per-type means, worst questions."""
+"""Readable console tables: headline metrics with intervals, per-type means, worst questions,
+and the abstention calibration's suggestion."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweep.metrics import Evaluation
+from sweep.metrics.abstention import Calibration
 from sweep.metrics.significance import bootstrap_ci
 
 
@@ -96,3 +98,14 @@ def print_evaluation(
     if worst and evaluation.metrics:
         metric = evaluation.headline
         console.print(worst_table(evaluation.worst(worst, metric), metric))
+
+
+def print_calibration(calibration: Calibration, console: Console | None = None) -> None:
+    """One line: the suggested threshold (full precision, to paste back) and what it gives."""
+    at = calibration.at_suggested
+    (console or default_console()).print(
+        f"Abstention: suggested abstain.min_score={calibration.suggested!r} (balanced accuracy "
+        f"{calibration.balanced_accuracy:.3f}): unanswerable abstaining {at.get('abstain/correct_rate', float('nan')):.1%}, "
+        f"answerable abstaining {at.get('abstain/false_rate', float('nan')):.1%}, {calibration.metric} {at[calibration.metric]:.4f}",
+        soft_wrap=True,
+    )

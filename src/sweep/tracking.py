@@ -81,10 +81,14 @@ def use_experiment(name: str) -> str:
     return experiment_id
 
 
+def loggable(values: Mapping[str, float]) -> dict[str, float]:
+    """MLflow-legal names; values that are undefined (NaN) or unbounded (an infinite threshold) left out."""
+    return {metric_key(k): float(v) for k, v in values.items() if math.isfinite(v)}
+
+
 def evaluation_metrics(evaluation: Evaluation) -> dict[str, float]:
     """Headline means, abstention rates and per-type means, skipping what is undefined (NaN)."""
-    values = evaluation.mean | evaluation.type_means()
-    return {metric_key(k): float(v) for k, v in values.items() if not math.isnan(v)}
+    return loggable(evaluation.mean | evaluation.type_means())
 
 
 def log_evaluation(evaluation: Evaluation, worst: int = 10) -> None:
@@ -137,7 +141,7 @@ def log_calibration(calibration: Calibration) -> None:
     values = {"abstain/suggested_min_score": calibration.suggested} | {
         f"abstain/at_suggested/{name}": value for name, value in calibration.at_suggested.items()
     }
-    mlflow.log_metrics({metric_key(k): float(v) for k, v in values.items() if math.isfinite(v)})
+    mlflow.log_metrics(loggable(values))
     # the -inf row abstains exactly as the lowest observed score does, and JSON has no -inf
     curve = calibration.curve[calibration.curve["threshold"].map(math.isfinite)]
     mlflow.log_table(curve, "tables/abstention_curve.json")

@@ -82,12 +82,9 @@ class Calibration:
     at_suggested: dict[str, float]
 
 
-def calibrate(
-    evaluation: Evaluation, metric: str = "recall_at_5", relevance_level: int = 1, gain: str = "linear"
-) -> Calibration | None:
+def calibrate(evaluation: Evaluation, metric: str = "recall_at_5") -> Calibration | None:
     """Calibrate the abstention threshold on `evaluation`; None when there is nothing to trade
-    off (no unanswerable or no answerable question) or `metric` was not computed.
-    `relevance_level` and `gain` must be those the evaluation was made with."""
+    off (no unanswerable or no answerable question) or `metric` was not computed."""
     per_query = evaluation.per_query
     answerable = per_query["answerable"].to_numpy(dtype=bool)
     if metric not in evaluation.metrics or answerable.all() or not answerable.any():
@@ -101,8 +98,8 @@ def calibrate(
         evaluation.golden,
         evaluation.run.restrict(answering),
         metrics=[*evaluation.metrics, *evaluation.abstain_metrics],
-        relevance_level=relevance_level,
-        gain=gain,
+        relevance_level=evaluation.relevance_level,
+        gain=evaluation.gain,
     )
     return Calibration(
         metric=metric,

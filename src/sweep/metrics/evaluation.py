@@ -90,6 +90,8 @@ class Evaluation:
     abstain_metrics: tuple[str, ...]
     golden: GoldenSet = field(repr=False)
     run: Run = field(repr=False)
+    relevance_level: int = 1
+    gain: str = "linear"
 
     @property
     def headline(self) -> str:
@@ -192,7 +194,7 @@ def evaluate(
         )
     ranked = rank_judgments(golden, run, relevance_level, gain)
     per_query = per_query_table(golden, ranked, rank_metrics)
-    return Evaluation(per_query, tuple(m.name for m in rank_metrics), abstain, golden, run)
+    return Evaluation(per_query, tuple(m.name for m in rank_metrics), abstain, golden, run, relevance_level, gain)
 
 
 def per_query_table(golden: GoldenSet, ranked: RankedJudgments, metrics: list[Metric]) -> pd.DataFrame:
