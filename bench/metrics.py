@@ -40,7 +40,7 @@ import ranx
 from numba.core.errors import NumbaTypeSafetyWarning
 
 from sweep.golden import GoldenSet, Question
-from sweep.metrics import Evaluation, evaluate
+from sweep.metrics import Evaluation, score
 from sweep.runs import Run
 
 # (ours, pytrec_eval, ranx) names of the same measure
@@ -132,7 +132,7 @@ def ours_objects(qrels: dict, run: dict) -> tuple[GoldenSet, Run]:
 
 
 def ours_evaluate(golden: GoldenSet, run: Run) -> Evaluation:
-    evaluation = evaluate(golden, run, OURS)
+    evaluation = score(golden, run, OURS)
     _ = evaluation.mean  # computed (and cached) inside the timing
     return evaluation
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from conftest import golden_of
 
-from sweep.metrics import evaluate
+from sweep.metrics import score
 from sweep.metrics.abstention import abstention_curve, calibrate, suggest_min_score
 from sweep.runs import Run
 from sweep.metrics.significance import bootstrap_ci, compare, holm
@@ -56,7 +56,7 @@ CALIBRATION_METRICS = ["recall_at_5", "mrr", "abstain/correct_rate", "abstain/fa
 
 def test_calibration_suggests_a_threshold_and_re_evaluates_the_run_at_it():
     golden = golden_of(CALIBRATION_GOLDEN)
-    evaluation = evaluate(golden, Run.from_ranked(CALIBRATION_RUN), CALIBRATION_METRICS)
+    evaluation = score(golden, Run.from_ranked(CALIBRATION_RUN), CALIBRATION_METRICS)
     calibration = calibrate(evaluation)
     # 0.8 silences both unanswerable questions, and of the answerable only a3, which found nothing anyway
     assert calibration.suggested == 0.8
@@ -65,7 +65,7 @@ def test_calibration_suggests_a_threshold_and_re_evaluates_the_run_at_it():
     assert calibration.curve["threshold"].tolist() == [-np.inf, 0.1, 0.35, 0.75, 0.8, 0.9]
 
     by_hand = Run.from_ranked({q: hits for q, hits in CALIBRATION_RUN.items() if hits[0][1] >= 0.8})
-    expected = evaluate(golden, by_hand, CALIBRATION_METRICS).mean
+    expected = score(golden, by_hand, CALIBRATION_METRICS).mean
     assert calibration.at_suggested == pytest.approx(expected)
     assert calibration.at_suggested["abstain/correct_rate"] == 1.0
     assert calibration.at_suggested["abstain/false_rate"] == pytest.approx(1 / 3)
@@ -79,10 +79,10 @@ def test_calibration_suggests_a_threshold_and_re_evaluates_the_run_at_it():
 def test_nothing_to_calibrate_without_both_kinds_of_question_or_the_metric():
     answerable_only = {q: rel for q, rel in CALIBRATION_GOLDEN.items() if rel}
     run = Run.from_ranked(CALIBRATION_RUN)
-    assert calibrate(evaluate(golden_of(answerable_only), run, ["recall_at_5"])) is None
+    assert calibrate(score(golden_of(answerable_only), run, ["recall_at_5"])) is None
     unanswerable_only = {q: rel for q, rel in CALIBRATION_GOLDEN.items() if not rel}
-    assert calibrate(evaluate(golden_of(unanswerable_only), run, ["recall_at_5"])) is None
-    assert calibrate(evaluate(golden_of(CALIBRATION_GOLDEN), run, ["mrr"])) is None
+    assert calibrate(score(golden_of(unanswerable_only), run, ["recall_at_5"])) is None
+    assert calibrate(score(golden_of(CALIBRATION_GOLDEN), run, ["mrr"])) is None
 
 
 def test_bootstrap_intervals_are_seeded_and_bracket_the_mean():

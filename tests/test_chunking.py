@@ -13,7 +13,7 @@ TEXT = " ".join(f"word{i}" for i in range(120))  # a few hundred MiniLM tokens
 
 @pytest.fixture(scope="module")
 def chunker_factory():
-    shared = TokenChunker(8)
+    shared = TokenChunker(8, overlap=0)
     tokenizer = shared.tokenizer
 
     def make(size, overlap=0):
@@ -51,3 +51,5 @@ def test_size_zero_and_short_documents_stay_whole(chunker_factory):
 def test_bad_sizes(size, overlap, message):
     with pytest.raises(InputError, match=message):
         TokenChunker(size, overlap)
+    with pytest.raises(InputError, match="chunking.overlap=32: must be >= 0 and smaller than chunk=16"):
+        TokenChunker(16)  # the default overlap needs chunks longer than 32 tokens

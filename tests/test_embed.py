@@ -24,12 +24,21 @@ def test_minilm_embeds_unit_vectors_that_rank_the_paraphrase_first(embedder):
     assert embedder.max_seq_length == 256
 
 
+def test_truncated_share_counts_texts_longer_than_the_model_reads(embedder):
+    short, long = "annual leave", " ".join(["leave"] * 300)  # 2 and 300 tokens, plus [CLS] and [SEP]
+    assert embedder.truncated_share([short, long, long, short]) == 0.5
+    exactly = " ".join(["leave"] * 254)  # 256 with [CLS] and [SEP]: read whole
+    assert embedder.truncated_share([exactly]) == 0.0 and embedder.truncated_share([exactly + " leave"]) == 1.0
+
+
 def test_cache_computes_once_and_keys_on_content(tmp_path, embedder):
     cache = EmbeddingCache(tmp_path)
     texts = ["alpha", "beta"]
-    key = cache.key(embedder.identity, {"size": 256}, texts)
-    assert key != cache.key(embedder.identity, {"size": 512}, texts)
-    assert key != cache.key(embedder.identity, {"size": 256}, ["alpha", "beta!"])
+    key = cache.key(embedder.identity, texts)
+    assert key == cache.key(SentenceTransformerEmbedder().identity, list(texts))  # same model files, same texts
+    assert key != cache.key(embedder.identity | {"document_prefix": "passage: "}, texts)
+    assert key != cache.key(embedder.identity, ["alpha", "beta!"])
+    assert key != cache.key(embedder.identity, ["alph", "abeta"])  # texts are delimited, not just joined
     calls = []
 
     def compute():

@@ -11,6 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "example"
+pytestmark = pytest.mark.slow  # every test here runs the command in a subprocess
+
 SEED_QRELS = "vacation 0 d1 1\nhotel 0 d6 1\nlaptop 0 d10 1\n"
 SEED_RUN = (
     "vacation Q0 d2 1 3 s\nvacation Q0 d1 2 2 s\nvacation Q0 d9 3 1 s\n"

@@ -6,22 +6,22 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from sweep.chunking import Chunk, TokenChunker
-from sweep.corpus import Corpus, Document, load_corpus
+from sweep.corpus import Corpus, Document
+from sweep.dense import DenseRetriever
 from sweep.embed import EmbeddingCache, SentenceTransformerEmbedder
 from sweep.errors import InputError
-from sweep.filters import Filter, PostFilter, PreFilter
-from sweep.golden import GoldenSet, Question, load_golden
-from sweep.index import FlatIndex, HNSWIndex
-from sweep.pipeline import DenseRetriever, Pipeline
-from sweep.sparse import BM25Retriever, TfidfRetriever
+from sweep.filters import NoFilter, PostFilter, PreFilter
+from sweep.golden import GoldenSet, Question
+from sweep.index import FaissIndex, FlatIndex, HNSWIndex
+from sweep.lexical import BM25Retriever, TfidfRetriever
+from sweep.pipeline import Pipeline
+from sweep.retriever import Retriever
 
-KB = Path(__file__).resolve().parents[1] / "data" / "kb"
 FILTERS = [
     {},
     {"department": "Finance"},
@@ -33,14 +33,24 @@ FILTERS = [
 
 
 @pytest.fixture(scope="module")
-def filtered_kb():
-    """Finance and IT documents, their questions each given one of FILTERS in turn, and 3 unanswerable ones."""
-    full = load_corpus(KB / "corpus.jsonl")
-    corpus = Corpus(tuple(d for d in full if d.metadata["department"] in {"Finance", "IT"}), source="small-kb")
-    golden = load_golden(KB / "golden.jsonl", warn=False)
-    kept = [q for q in golden if q.relevant and set(q.relevant) <= set(corpus.by_id)] + [q for q in golden if not q.answerable][:3]
-    questions = tuple(dataclasses.replace(q, filters=FILTERS[i % len(FILTERS)]) for i, q in enumerate(kept))
+def filtered_kb(small_kb):
+    """The small knowledge base, its questions each given one of FILTERS in turn."""
+    corpus, golden = small_kb
+    questions = tuple(dataclasses.replace(q, filters=FILTERS[i % len(FILTERS)]) for i, q in enumerate(golden))
     return corpus, GoldenSet(questions, source="small-kb")
+
+
+class NamedVectors(Retriever):
+    """Chunk vectors given up front go into `index`; a query is the name of its vector."""
+
+    def __init__(self, index: FaissIndex, chunks: np.ndarray, queries: dict[str, np.ndarray]) -> None:
+        self.index, self.chunks, self.queries = index, chunks, queries
+
+    def build(self, texts):
+        self.index.build(self.chunks)
+
+    def search(self, queries, k, allowed=None, exact=False):
+        return self.index.search(np.stack([self.queries[q] for q in queries]), k, allowed, exact)
 
 
 def matches(doc: Document, condition: dict) -> bool:
@@ -58,7 +68,7 @@ def brute_force(scores: np.ndarray, chunks: list[Chunk], corpus: Corpus, *condit
 
 
 def documents(result, qid: str) -> list[str]:
-    return [doc for doc, _ in result.run.rankings().get(qid, [])]
+    return [doc for doc, _ in result.results.rankings().get(qid, [])]
 
 
 @pytest.mark.parametrize("where", [{}, {"status": "current"}])
@@ -69,7 +79,7 @@ def test_pre_and_post_on_flat_equal_brute_force_filtering(filtered_kb, tmp_path,
     cache = EmbeddingCache(tmp_path)
 
     def run(search_filter):
-        return Pipeline(chunker, DenseRetriever(embedder, FlatIndex(), cache, chunker.identity), search_filter).run(corpus, golden)
+        return Pipeline(chunker, DenseRetriever(embedder, FlatIndex(), cache), search_filter).retrieve(corpus, golden)
 
     pre = run(PreFilter(where=where, exact_below=0.0))  # the FAISS selector, never the exact scan
     pre_exact = run(PreFilter(where=where, exact_below=1.1))  # always the exact scan
@@ -84,17 +94,17 @@ def test_pre_and_post_on_flat_equal_brute_force_filtering(filtered_kb, tmp_path,
         assert documents(pre_exact, question.id) == expected, question.id
         assert documents(post, question.id) == expected, question.id
     restricted = sum(bool(q.filters or where) for q in golden) / len(golden)
-    assert pre.timings["filter/restricted_share"] == pytest.approx(restricted)
-    assert pre.timings["filter/short_result_rate"] == post.timings["filter/short_result_rate"] == 0.0
+    assert pre.stats["filter/restricted_share"] == pytest.approx(restricted)
+    assert pre.stats["filter/short_result_rate"] == post.stats["filter/short_result_rate"] == 0.0
 
 
 @pytest.mark.parametrize("make", [BM25Retriever, TfidfRetriever])
 def test_lexical_retrievers_filter_with_the_same_semantics(filtered_kb, make):
     corpus, golden = filtered_kb
     chunker = TokenChunker(0)
-    pre = Pipeline(chunker, make(), PreFilter()).run(corpus, golden)
-    post = Pipeline(chunker, make(), PostFilter(overfetch=100)).run(corpus, golden)
-    unfiltered = Pipeline(chunker, make(), Filter()).run(corpus, golden)
+    pre = Pipeline(chunker, make(), PreFilter()).retrieve(corpus, golden)
+    post = Pipeline(chunker, make(), PostFilter(overfetch=100)).retrieve(corpus, golden)
+    unfiltered = Pipeline(chunker, make(), NoFilter()).retrieve(corpus, golden)
     for question in golden:
         expected = [d for d in documents(unfiltered, question.id) if matches(corpus.by_id[d], question.filters)]
         assert documents(pre, question.id) == documents(post, question.id) == expected, question.id
@@ -112,14 +122,15 @@ def test_pre_on_hnsw_with_a_selective_filter_falls_back_to_exact_search():
     vectors = rng.normal(size=(len(chunks), 32)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     queries = rng.normal(size=(30, 32)).astype(np.float32)
-    golden = GoldenSet(tuple(Question(f"q{i}", f"question {i}", {"d7": 1}, filters={"group": 7}) for i in range(30)))
-    hnsw = HNSWIndex(M=8, ef_construction=40, ef_search=16)
-    hnsw.build(vectors)
+    golden = GoldenSet(tuple(Question(f"q{i}", f"q{i}", {"d7": 1}, filters={"group": 7}) for i in range(30)))
+    named = dict(zip((q.question for q in golden), queries))
+    hnsw = NamedVectors(HNSWIndex(M=8, ef_construction=40, ef_search=16), vectors, named)
+    hnsw.build([])
     allowed = np.arange(7, len(chunks), 500)
 
-    def found(search_filter, index) -> list[set]:
+    def found(search_filter, retriever) -> list[set]:
         search_filter.prepare(corpus, chunks, golden, 10)
-        return [set(search_filter.search(index, queries[i], 10, search_filter.restriction(q)).ids.tolist()) for i, q in enumerate(golden)]
+        return [set(search_filter.search(retriever, q.question, 10, search_filter.restriction(q)).ids.tolist()) for q in golden]
 
     exact = [set(allowed[np.argsort(-(vectors[allowed] @ q))[:10]].tolist()) for q in queries]
     with_fallback = found(PreFilter(exact_below=0.1), hnsw)
@@ -127,8 +138,8 @@ def test_pre_on_hnsw_with_a_selective_filter_falls_back_to_exact_search():
     assert with_fallback == exact
     # what the fallback is for: the graph walk under this selector misses most of the answers
     assert np.mean([len(s & e) / 10 for s, e in zip(selector_only, exact)]) < 0.5
-    flat = FlatIndex()
-    flat.build(vectors)
+    flat = NamedVectors(FlatIndex(), vectors, named)
+    flat.build([])
     assert found(PreFilter(exact_below=0.0), flat) == exact  # a flat index needs no fallback
 
 
@@ -137,14 +148,15 @@ def test_pre_scans_exactly_when_the_allowed_chunks_fit_in_k():
     corpus, chunks = grouped_corpus(5_000, 125)  # 40 documents a group: 0.8%, but k=40 asks for all of them
     rng = np.random.default_rng(1)
     vectors = rng.normal(size=(len(chunks), 32)).astype(np.float32)
-    hnsw = HNSWIndex(M=8, ef_construction=40, ef_search=16)
-    hnsw.build(vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    query = rng.normal(size=32).astype(np.float32)
+    hnsw = NamedVectors(HNSWIndex(M=8, ef_construction=40, ef_search=16), vectors / np.linalg.norm(vectors, axis=1, keepdims=True), {"question": query})
+    hnsw.build([])
     golden = GoldenSet((Question("q", "question", {"d3": 1}, filters={"group": 3}),))
     search_filter = PreFilter(exact_below=0.0)
     search_filter.prepare(corpus, chunks, golden, 40)
     restriction = search_filter.restriction(golden.questions[0])
     assert restriction.exact
-    hits = search_filter.search(hnsw, rng.normal(size=32).astype(np.float32), 40, restriction)
+    hits = search_filter.search(hnsw, "question", 40, restriction)
     assert sorted(hits.ids.tolist()) == list(range(3, 5_000, 125))
 
 
@@ -180,17 +192,17 @@ def test_a_filter_that_matches_nothing_gives_an_empty_result_and_names_the_quest
     nowhere = dataclasses.replace(golden.questions[0], id="q-nowhere", filters={"department": "Nowhere"})
     golden = GoldenSet((*golden.questions[1:6], nowhere), source="small-kb")
     with caplog.at_level(logging.WARNING, logger="sweep.filters"):
-        result = Pipeline(TokenChunker(0), BM25Retriever(), make_filter()).run(corpus, golden)
-    assert "q-nowhere" not in result.run.qids
+        result = Pipeline(TokenChunker(0), BM25Retriever(), make_filter()).retrieve(corpus, golden)
+    assert "q-nowhere" not in result.results.qids
     assert any("'q-nowhere'" in r.getMessage() and "match no document" in r.getMessage() for r in caplog.records)
-    assert result.timings["filter/empty_questions"] == 1.0
+    assert result.stats["filter/empty_questions"] == 1.0
 
 
 @pytest.mark.parametrize(
     "make_filter, question_filters, message",
     [
         (PreFilter, {"colour": "red"}, "question 'q1': filters on 'colour', a field no document has (fields: department, doc_type, status, year)"),
-        (Filter, {"colour": "red"}, "filters on 'colour', a field no document has"),
+        (NoFilter, {"colour": "red"}, "filters on 'colour', a field no document has"),
         (lambda: PostFilter(where={"stat": "current"}), {}, "filter.where: filters on 'stat', a field no document has"),
         (PreFilter, {"year": {"from": 2020}}, "filter 'year' needs a value or a list of values"),
     ],
@@ -200,7 +212,7 @@ def test_bad_filters_are_clear_errors_before_anything_is_embedded(filtered_kb, m
     golden = GoldenSet((Question("q1", "expenses", {corpus.documents[0].id: 1}, filters=question_filters),), source="g.jsonl")
     retriever = BM25Retriever()
     with pytest.raises(InputError, match=re.escape(message)):
-        Pipeline(TokenChunker(0), retriever, make_filter()).run(corpus, golden)
+        Pipeline(TokenChunker(0), retriever, make_filter()).retrieve(corpus, golden)
     assert not hasattr(retriever, "model")  # the filters failed before the index was built
 
 
@@ -210,12 +222,12 @@ def test_post_filtering_with_little_over_fetch_comes_back_short(filtered_kb, tmp
     embedder, cache = SentenceTransformerEmbedder(), EmbeddingCache(tmp_path)
 
     def run(search_filter):
-        retriever = DenseRetriever(embedder, FlatIndex(), cache, chunker.identity)
-        return Pipeline(chunker, retriever, search_filter, chunk_depth=5, depth=5).run(corpus, golden).timings
+        retriever = DenseRetriever(embedder, FlatIndex(), cache)
+        return Pipeline(chunker, retriever, search_filter, chunk_depth=5, depth=5).retrieve(corpus, golden).stats
 
     assert run(PostFilter(overfetch=1))["filter/short_result_rate"] > 0.3
     assert run(PreFilter())["filter/short_result_rate"] == 0.0  # a dense search always fills k
-    assert "filter/short_result_rate" not in run(Filter())
+    assert "filter/short_result_rate" not in run(NoFilter())
 
 
 @pytest.mark.parametrize(

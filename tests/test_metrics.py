@@ -11,13 +11,13 @@ import pytest
 from conftest import golden_of, ranked
 
 from sweep.errors import InputError
-from sweep.metrics import ABSTAIN_CORRECT, ABSTAIN_FALSE, Metric, evaluate
+from sweep.metrics import ABSTAIN_CORRECT, ABSTAIN_FALSE, Metric, score
 from sweep.runs import Run
 
 
 def test_seed_worked_example(seed_example):
     golden, run = seed_example
-    evaluation = evaluate(golden, run, ["recall_at_1", "recall_at_3", "mrr"])
+    evaluation = score(golden, run, ["recall_at_1", "recall_at_3", "mrr"])
     per_query = evaluation.per_query
     assert per_query["recall_at_1"].tolist() == [0, 1, 0]
     assert per_query["recall_at_3"].tolist() == [1, 1, 0]
@@ -27,7 +27,7 @@ def test_seed_worked_example(seed_example):
 
 
 def values(relevant, docs, metric, **kwargs):
-    return evaluate(golden_of({"q": relevant}), ranked({"q": docs}), [metric], **kwargs).per_query.loc["q", metric]
+    return score(golden_of({"q": relevant}), ranked({"q": docs}), [metric], **kwargs).per_query.loc["q", metric]
 
 
 def test_precision_divides_by_k_even_when_fewer_were_returned():
@@ -79,7 +79,7 @@ def test_relevance_level_applies_to_binary_metrics_but_not_to_ndcg():
 def test_unanswerable_questions_are_scored_by_abstention_only():
     golden = golden_of({"answered": {"a": 1}, "empty": {"b": 1}, "none1": {}, "none2": {"x": 0}})
     run = ranked({"answered": ["a"], "none1": ["z"]})  # "empty" and "none2" returned nothing
-    evaluation = evaluate(golden, run, ["recall_at_1", ABSTAIN_CORRECT, ABSTAIN_FALSE])
+    evaluation = score(golden, run, ["recall_at_1", ABSTAIN_CORRECT, ABSTAIN_FALSE])
     assert evaluation.per_query.loc["none1", "recall_at_1"] != evaluation.per_query.loc["none1", "recall_at_1"]  # NaN
     assert evaluation.mean["recall_at_1"] == 0.5  # answered 1, empty 0; unanswerable not averaged in as 0
     assert evaluation.mean[ABSTAIN_CORRECT] == 0.5  # none2 got nothing, none1 got something
@@ -88,9 +88,9 @@ def test_unanswerable_questions_are_scored_by_abstention_only():
 
 def test_default_metrics_add_abstention_rates_that_apply(seed_example):
     golden, run = seed_example
-    assert ABSTAIN_CORRECT not in evaluate(golden, run).mean  # no unanswerable question
+    assert ABSTAIN_CORRECT not in score(golden, run).mean  # no unanswerable question
     with_unanswerable = golden_of({"q": {"a": 1}, "u": {}})
-    mean = evaluate(with_unanswerable, ranked({"q": ["a"]})).mean
+    mean = score(with_unanswerable, ranked({"q": ["a"]})).mean
     assert mean[ABSTAIN_CORRECT] == 1.0 and mean[ABSTAIN_FALSE] == 0.0 and mean["ndcg_at_10"] == 1.0
 
 
@@ -112,20 +112,20 @@ def test_a_document_listed_twice_keeps_its_best_score_with_one_warning(caplog):
 def test_missing_and_extra_queries(caplog):
     golden = golden_of({"q1": {"a": 1}, "q2": {"b": 1}})
     with caplog.at_level(logging.WARNING):
-        evaluation = evaluate(golden, ranked({"q1": ["a"], "stray": ["a"], "stray2": ["b"]}), ["recall_at_1"])
+        evaluation = score(golden, ranked({"q1": ["a"], "stray": ["a"], "stray2": ["b"]}), ["recall_at_1"])
     assert evaluation.per_query["recall_at_1"].to_dict() == {"q1": 1.0, "q2": 0.0}
     assert evaluation.per_query.loc["q2", "abstained"] == 1.0
     assert len([r for r in caplog.records if "not in the golden set" in r.message]) == 1
 
 
 def test_many_cutoffs_past_the_deepest_result():
-    evaluation = evaluate(golden_of({"q": {"a": 1, "b": 1}}), ranked({"q": ["a"]}), ["recall_at_1", "recall_at_1000", "ndcg_at_1000"])
+    evaluation = score(golden_of({"q": {"a": 1, "b": 1}}), ranked({"q": ["a"]}), ["recall_at_1", "recall_at_1000", "ndcg_at_1000"])
     assert evaluation.mean["recall_at_1000"] == 0.5
     assert evaluation.mean["ndcg_at_1000"] == pytest.approx(1 / (1 + 1 / math.log2(3)))
 
 
 def test_an_empty_run_scores_zero_everywhere():
-    evaluation = evaluate(golden_of({"q": {"a": 1}}), Run.from_ranked({}), ["ndcg_at_10", "map", "r_precision", "mrr"])
+    evaluation = score(golden_of({"q": {"a": 1}}), Run.from_ranked({}), ["ndcg_at_10", "map", "r_precision", "mrr"])
     assert all(v == 0 for v in evaluation.mean.values())
 
 
@@ -147,13 +147,13 @@ def test_bad_metric_names(name, problem):
 
 def test_relevance_level_must_be_positive(seed_example):
     with pytest.raises(InputError, match="relevance level"):
-        evaluate(*seed_example, ["mrr"], relevance_level=0)
+        score(*seed_example, ["mrr"], relevance_level=0)
 
 
 def test_groups_by_type_and_tag_and_the_worst_questions():
     golden = golden_of({"a": {"x": 1}, "b": {"y": 1}, "c": {"z": 1}, "u": {}}, types={"a": "t1", "b": "t1", "c": "t2", "u": "none"})
     golden = type(golden)(tuple(q if q.id != "c" else type(q)(**{**q.__dict__, "tags": ("hard",)}) for q in golden))
-    evaluation = evaluate(golden, ranked({"a": ["x"], "b": ["q", "y"], "c": ["q"]}), ["mrr"])
+    evaluation = score(golden, ranked({"a": ["x"], "b": ["q", "y"], "c": ["q"]}), ["mrr"])
     by_type = evaluation.by("type")
     assert by_type.loc["t1", "mrr"] == 0.75 and by_type.loc["t2", "mrr"] == 0 and by_type.loc["t1", "n"] == 2
     assert by_type.loc["none", ABSTAIN_CORRECT] == 1.0 and np.isnan(by_type.loc["none", "mrr"])

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sweep.golden import GoldenSet, Question
-from sweep.metrics import evaluate
+from sweep.metrics import score
 from sweep.runs import Run
 
 CUTOFFS = (1, 2, 3, 5, 10, 20)
@@ -51,7 +51,7 @@ def qrels_and_run(draw):
 
 def ours(qrels, run, relevance_level):
     golden = GoldenSet(tuple(Question(qid, "", rel) for qid, rel in qrels.items()))
-    return evaluate(golden, Run.from_dict(run), list(OURS_TO_TREC), relevance_level=relevance_level)
+    return score(golden, Run.from_dict(run), list(OURS_TO_TREC), relevance_level=relevance_level)
 
 
 # Grades start at 0: after a few hundred evaluations with negative grades, pytrec-eval-terrier

@@ -13,27 +13,15 @@ import torch
 from hydra import compose, initialize_config_module
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForSequenceClassification, BertTokenizer
 
-from sweep.cli import build_pipeline
-from sweep.corpus import Corpus, load_corpus
+from sweep.chunking import TokenChunker
 from sweep.errors import InputError
 from sweep.filters import PreFilter
-from sweep.golden import GoldenSet, load_golden
-from sweep.chunking import TokenChunker
+from sweep.lexical import BM25Retriever, TfidfRetriever
 from sweep.pipeline import Pipeline
 from sweep.rerank import CrossEncoderReranker, HybridReranker, reciprocal_rank_fusion
-from sweep.sparse import TfidfRetriever
+from sweep.trial import build_pipeline
 
-KB = Path(__file__).resolve().parents[1] / "data" / "kb"
 MAX_LENGTH = 128
-
-
-@pytest.fixture(scope="module")
-def small_kb():
-    full = load_corpus(KB / "corpus.jsonl")
-    corpus = Corpus(tuple(d for d in full if d.metadata["department"] in {"Finance", "IT"}), source="small-kb")
-    golden = load_golden(KB / "golden.jsonl", warn=False)
-    kept = [q for q in golden if q.relevant and set(q.relevant) <= set(corpus.by_id)][:12]
-    return corpus, GoldenSet(tuple(kept + [q for q in golden if not q.answerable][:2]), source="small-kb")
 
 
 @pytest.fixture(scope="module")
@@ -72,18 +60,18 @@ def test_cross_encoder_from_config_reranks_by_its_own_scores(small_kb, tiny_cros
         )
     pipeline = build_pipeline(cfg)
     assert isinstance(pipeline.reranker, CrossEncoderReranker)
-    reranked = pipeline.run(corpus, golden)
-    retrieved = Pipeline(TokenChunker(0), TfidfRetriever()).run(corpus, golden)
-    assert reranked.timings["time/rerank_s"] > 0
+    reranked = pipeline.retrieve(corpus, golden)
+    retrieved = Pipeline(TokenChunker(0), TfidfRetriever()).retrieve(corpus, golden)
+    assert reranked.stats["time/rerank_s"] > 0
     reordered = 0
-    for qid, candidates in retrieved.run.rankings(limit=6).items():
+    for qid, candidates in retrieved.results.rankings(limit=6).items():
         docs = [doc for doc, _ in candidates]
         scores = logits(tiny_cross_encoder, golden.by_id[qid].question, [corpus.by_id[d].content for d in docs])
         assert len(set(scores.round(4))) == len(docs)  # no ties: the order is the model's alone
         order = np.argsort(-scores)
-        assert [doc for doc, _ in reranked.run.rankings()[qid]] == [docs[i] for i in order], qid
+        assert [doc for doc, _ in reranked.results.rankings()[qid]] == [docs[i] for i in order], qid
         # the document's score is the model's raw score (no sigmoid to saturate)
-        np.testing.assert_allclose([score for _, score in reranked.run.rankings()[qid]], scores[order], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose([score for _, score in reranked.results.rankings()[qid]], scores[order], rtol=1e-4, atol=1e-5)
         reordered += order.tolist() != list(range(len(docs)))
     assert reordered >= len(golden) // 2  # the model's order, not the retriever's
 
@@ -129,13 +117,21 @@ def test_reciprocal_rank_fusion_sums_weighted_reciprocal_ranks():
     assert tied.ids.tolist() == [4, 5]  # equal fused scores: lower id first
 
 
-def test_hybrid_fuses_both_rankings_and_obeys_the_filter(small_kb):
+def test_hybrid_fuses_both_rankings_under_the_filter(small_kb):
     corpus, golden = small_kb
-    chunker = TokenChunker(0)
-    hybrid = Pipeline(chunker, TfidfRetriever(), PreFilter(where={"department": "IT"}), HybridReranker()).run(corpus, golden)
-    returned = {doc for ranking in hybrid.run.rankings().values() for doc, _ in ranking}
-    assert returned and all(corpus.by_id[doc].metadata["department"] == "IT" for doc in returned)
-    plain = Pipeline(chunker, TfidfRetriever(), PreFilter(where={"department": "IT"})).run(corpus, golden)
-    assert hybrid.run.rankings() != plain.run.rankings()
-    top = next(iter(hybrid.run.rankings().values()))[0][1]
-    assert top <= 2 / 61 + 1e-12  # an RRF score: at best first in both rankings
+    chunker = TokenChunker(0)  # a chunk is a document: hit ids map one to one to documents
+    it_only = {"department": "IT"}
+    hybrid = Pipeline(chunker, TfidfRetriever(), PreFilter(where=it_only), HybridReranker()).retrieve(corpus, golden)
+    tfidf = Pipeline(chunker, TfidfRetriever(), PreFilter(where=it_only)).retrieve(corpus, golden)
+    bm25 = Pipeline(chunker, BM25Retriever(), PreFilter(where=it_only)).retrieve(corpus, golden)
+    position = {doc.id: i for i, doc in enumerate(corpus)}
+    fused_somewhere = 0
+    for question in golden:
+        rankings = [[position[d] for d, _ in result.results.rankings().get(question.id, [])] for result in (tfidf, bm25)]
+        expected = reciprocal_rank_fusion([np.array(r) for r in rankings], [1.0, 1.0], k=60)
+        got = hybrid.results.rankings().get(question.id, [])
+        assert [position[d] for d, _ in got] == expected.ids.tolist(), question.id
+        np.testing.assert_allclose([s for _, s in got], expected.scores)
+        assert all(corpus.by_id[d].metadata["department"] == "IT" for d, _ in got)
+        fused_somewhere += rankings[0] != rankings[1]
+    assert fused_somewhere >= len(golden) // 2  # the two rankings differ, so fusion decided something

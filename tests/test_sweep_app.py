@@ -1,10 +1,12 @@
 """`python -m sweep` as users run it: Hydra compose and overrides, real sweeps into a SQLite
-MLflow store in tmp_path, a forced failure, and a real `mlflow server` on 127.0.0.1."""
+MLflow store in tmp_path, a forced failure, and a real `mlflow server` on 127.0.0.1.
+Tests that start `python -m sweep` in a subprocess are marked slow."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -13,16 +15,24 @@ import urllib.request
 from pathlib import Path
 
 import mlflow
+import numpy as np
 import pytest
-from hydra import compose, initialize_config_module
 from hydra.errors import ConfigCompositionException
+from transformers import AutoTokenizer
 
-ROOT = Path(__file__).resolve().parents[1]
-KB = ROOT / "data" / "kb"
+from conftest import compose_config, runs_in, sweep
+
+from sweep.corpus import load_corpus
+from sweep.embed import default_model_path
+from sweep.golden import load_golden
+from sweep.metrics import score
+from sweep.trial import build_pipeline
+
 CHILD_METRICS = {
     "recall_at_5", "ndcg_at_10", "mrr", "abstain/correct_rate", "abstain/false_rate", "type/factoid/recall_at_5",
     "type/unanswerable/abstain/correct_rate", "time/embed_s", "time/index_s", "time/metrics_s",
     "latency/search_ms_p50", "latency/search_ms_p95", "corpus/chunks", "time/rerank_s", "filter/restricted_share",
+    "time/build_s", "time/model_load_s", "embed/cache_hit", "index/bytes", "corpus/truncated_share",
     "abstain/suggested_min_score", "abstain/at_suggested/recall_at_5", "abstain/at_suggested/abstain/correct_rate",
 }  # fmt: skip
 ARTIFACTS = {
@@ -32,59 +42,41 @@ ARTIFACTS = {
 }  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def small_data(tmp_path_factory):
-    """The Finance documents of the bundled knowledge base, their questions and 3 unanswerable ones."""
-    folder = tmp_path_factory.mktemp("data")
-    documents = [json.loads(line) for line in (KB / "corpus.jsonl").read_text().splitlines()]
-    kept = [d for d in documents if d["metadata"]["department"] == "Finance"][:12]
-    ids = {d["id"] for d in kept}
-    questions = [json.loads(line) for line in (KB / "golden.jsonl").read_text().splitlines()]
-    answerable = [q for q in questions if q["relevant"] and set(q["relevant"]) <= ids]
-    unanswerable = [q for q in questions if not q["relevant"]][:3]
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in kept))
-    (folder / "golden.jsonl").write_text("".join(json.dumps(q) + "\n" for q in answerable + unanswerable))
-    return folder
-
-
-def sweep(cwd: Path, data: Path, *overrides: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    args = [
-        sys.executable, "-m", "sweep", *overrides,
-        f"golden.path={data / 'golden.jsonl'}", f"golden.corpus={data / 'corpus.jsonl'}",
-        f"cache_dir={cwd / 'cache'}", f"hydra.run.dir={cwd / 'outputs'}", f"hydra.sweep.dir={cwd / 'multirun'}",
-    ]  # fmt: skip
-    environment = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | (env or {})
-    return subprocess.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
-
-
-def runs_in(store: str) -> tuple[mlflow.MlflowClient, list]:
-    client = mlflow.MlflowClient(tracking_uri=store)
-    experiment = client.get_experiment_by_name("golden-sweep")
-    return client, client.search_runs([experiment.experiment_id])
-
-
 def test_compose_groups_and_overrides():
-    with initialize_config_module(version_base="1.3", config_module="sweep.conf"):
-        cfg = compose("config", overrides=["chunk=512", "index=hnsw", "index.ef_search=64", "model=bm25"])
-        assert cfg.chunking.size == 512 and cfg.index._target_ == "sweep.index.HNSWIndex" and cfg.index.ef_search == 64
-        assert cfg.model._target_ == "sweep.sparse.BM25Retriever"
-        assert Path(cfg.golden.path).is_file() and Path(cfg.golden.corpus).is_file()  # bundled data, from any cwd
-        with pytest.raises(ConfigCompositionException, match="Could not find 'index/annoy'"):
-            compose("config", overrides=["index=annoy"])
+    cfg = compose_config("chunk=512", "index=hnsw", "index.ef_search=64", "model=bm25")
+    assert cfg.chunking.size == 512 and cfg.index._target_ == "sweep.index.HNSWIndex" and cfg.index.ef_search == 64
+    assert cfg.model._target_ == "sweep.lexical.BM25Retriever"
+    assert Path(cfg.golden.path).is_file() and Path(cfg.golden.corpus).is_file()  # bundled data, from any cwd
+    dense = compose_config("index=hnsw", "index.M=16")
+    assert dense.model.index.M == 16  # the dense retriever's index is the `index` group's
+    with pytest.raises(ConfigCompositionException, match="Could not find 'index/annoy'"):
+        compose_config("index=annoy")
 
 
-def test_a_two_by_two_sweep_gives_a_parent_and_four_finished_children(tmp_path, small_data):
-    result = sweep(tmp_path, small_data, "-m", "chunk=64,128", "index=flat,hnsw")
+@pytest.mark.slow
+def test_a_two_by_two_sweep_gives_a_parent_and_four_finished_children(tmp_path, small_kb_files):
+    result = sweep(tmp_path, small_kb_files, "-m", "chunk=64,128", "index=flat,hnsw")
     assert result.returncode == 0, result.stderr[-3000:]
-    client, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client, runs = runs_in(store)
     parents = [r for r in runs if r.data.tags.get("sweep.parent") == "true"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
     assert len(parents) == 1 and len(children) == 4 and len(runs) == 5
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     assert {c.info.status for c in children} == {"FINISHED"}
-    assert {c.data.params["chunk"] + "/" + c.data.params["index._target_"].rsplit(".", 1)[1] for c in children} == {
-        "64/FlatIndex", "64/HNSWIndex", "128/FlatIndex", "128/HNSWIndex",
+    # Hydra's chosen options are params, beside the flattened config
+    assert {(c.data.params["chunk"], c.data.params["index"], c.data.params["index._target_"]) for c in children} == {
+        ("64", "flat", "sweep.index.FlatIndex"), ("64", "hnsw", "sweep.index.HNSWIndex"),
+        ("128", "flat", "sweep.index.FlatIndex"), ("128", "hnsw", "sweep.index.HNSWIndex"),
     }  # fmt: skip
+    chosen = {(c.data.params[g]) for c in children for g in ("model", "chunking", "filter", "reranker", "golden")}
+    assert chosen == {"minilm", "tokens", "none", "bundled"}
+    mlflow.set_tracking_uri(store)
+    try:
+        hnsw = mlflow.search_runs(experiment_names=["golden-sweep"], filter_string="params.index = 'hnsw'")
+    finally:
+        mlflow.set_tracking_uri(None)
+    assert sorted(hnsw["params.chunk"]) == ["128", "64"]
     for child in children:
         assert CHILD_METRICS <= child.data.metrics.keys(), CHILD_METRICS - child.data.metrics.keys()
         assert child.data.metrics["index/bytes"] > 0 and child.data.metrics["recall_at_5"] > 0.5
@@ -97,17 +89,13 @@ def test_a_two_by_two_sweep_gives_a_parent_and_four_finished_children(tmp_path, 
     assert len(list((tmp_path / "cache").glob("*.npy"))) == 2
 
 
-def test_a_filter_by_reranker_sweep_logs_filters_rerank_time_and_calibration(tmp_path, small_data):
-    result = sweep(tmp_path, small_data, "-m", "filter=none,pre,post", "reranker=none,hybrid", "chunk=0")
+@pytest.mark.slow
+def test_a_filter_by_reranker_sweep_logs_filters_rerank_time_and_calibration(tmp_path, small_kb_files):
+    result = sweep(tmp_path, small_kb_files, "-m", "filter=none,pre,post", "reranker=none,hybrid", "chunk=0")
     assert result.returncode == 0, result.stderr[-3000:]
     client, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    children = {
-        (r.data.params["filter._target_"].rsplit(".", 1)[1], r.data.params["reranker._target_"].rsplit(".", 1)[1]): r
-        for r in runs if r.data.tags.get("mlflow.parentRunId")
-    }  # fmt: skip
-    assert sorted(children) == [
-        (f, r) for f in ("Filter", "PostFilter", "PreFilter") for r in ("HybridReranker", "Reranker")
-    ]  # fmt: skip
+    children = {(r.data.params["filter"], r.data.params["reranker"]): r for r in runs if r.data.tags.get("mlflow.parentRunId")}
+    assert sorted(children) == [(f, r) for f in ("none", "post", "pre") for r in ("hybrid", "none")]
     for child in children.values():
         assert child.info.status == "FINISHED"
         assert CHILD_METRICS <= child.data.metrics.keys(), CHILD_METRICS - child.data.metrics.keys()
@@ -115,19 +103,26 @@ def test_a_filter_by_reranker_sweep_logs_filters_rerank_time_and_calibration(tmp
         assert {"plots/abstention_calibration.png", "tables/abstention_curve.json"} <= listed
     metrics = {key: run.data.metrics for key, run in children.items()}
     # 6 of the 15 questions carry filters; `none` ignores them, pre and post apply them
-    assert metrics["Filter", "Reranker"]["filter/restricted_share"] == 0.0
-    assert metrics["PreFilter", "Reranker"]["filter/restricted_share"] == pytest.approx(6 / 15)
-    assert metrics["PostFilter", "Reranker"]["filter/short_result_rate"] == 0.0  # 4 x 400 hits cover 12 documents
-    assert metrics["PreFilter", "HybridReranker"]["time/rerank_s"] > metrics["PreFilter", "Reranker"]["time/rerank_s"]
-    assert metrics["PreFilter", "HybridReranker"]["ndcg_at_10"] != metrics["PreFilter", "Reranker"]["ndcg_at_10"]
+    assert metrics["none", "none"]["filter/restricted_share"] == 0.0
+    assert metrics["pre", "none"]["filter/restricted_share"] == pytest.approx(6 / 15)
+    assert metrics["post", "none"]["filter/short_result_rate"] == 0.0  # 4 x 400 hits cover 12 documents
+    assert metrics["pre", "hybrid"]["time/rerank_s"] > metrics["pre", "none"]["time/rerank_s"]
     # with a reranker its score is the one thresholded: a fused score is at most 2 / (60 + 1)
-    assert metrics["PreFilter", "HybridReranker"]["abstain/suggested_min_score"] <= 2 / 61
-    assert metrics["PreFilter", "Reranker"]["abstain/suggested_min_score"] > 2 / 61  # a cosine
+    assert metrics["pre", "hybrid"]["abstain/suggested_min_score"] <= 2 / 61
+    assert metrics["pre", "none"]["abstain/suggested_min_score"] > 2 / 61  # a cosine
+    # each child logged what its configuration computes, here in process
+    data = [f"golden.path={small_kb_files / 'golden.jsonl'}", f"golden.corpus={small_kb_files / 'corpus.jsonl'}", f"cache_dir={tmp_path / 'cache'}"]
+    for (filter_option, reranker_option), logged in metrics.items():
+        cfg = compose_config(f"filter={filter_option}", f"reranker={reranker_option}", "chunk=0", *data)
+        golden = load_golden(cfg.golden.path, warn=False)
+        retrieval = build_pipeline(cfg).retrieve(load_corpus(cfg.golden.corpus), golden)
+        assert logged["ndcg_at_10"] == pytest.approx(score(golden, retrieval.results).mean["ndcg_at_10"], abs=1e-12)
 
 
-def test_a_failing_combination_is_a_failed_child_and_the_sweep_goes_on(tmp_path, small_data):
+@pytest.mark.slow
+def test_a_failing_combination_is_a_failed_child_and_the_sweep_goes_on(tmp_path, small_kb_files):
     # ivf's 16 lists need at least 16 chunks; 12 whole documents are too few (bm25 ignores `index`)
-    result = sweep(tmp_path, small_data, "-m", "model=minilm,bm25", "index=flat,ivf", "chunk=0")
+    result = sweep(tmp_path, small_kb_files, "-m", "model=minilm,bm25", "index=flat,ivf", "chunk=0")
     assert result.returncode == 0, result.stderr[-3000:]
     _, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
@@ -136,8 +131,9 @@ def test_a_failing_combination_is_a_failed_child_and_the_sweep_goes_on(tmp_path,
     assert "index.nlist=16 is larger than the number of chunks (12)" in failed.data.tags["error"]
 
 
-def test_bad_input_in_a_single_run_is_one_line_and_exit_code_2(tmp_path, small_data):
-    result = sweep(tmp_path, small_data, "chunk=-3", "model=bm25")
+@pytest.mark.slow
+def test_bad_input_in_a_single_run_is_one_line_and_exit_code_2(tmp_path, small_kb_files):
+    result = sweep(tmp_path, small_kb_files, "chunk=-3", "model=bm25")
     assert result.returncode == 2
     assert "chunk=-3: the chunk size must be a whole number of tokens >= 0" in result.stderr
     assert "Traceback" not in result.stderr
@@ -151,7 +147,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_sweep_against_a_real_mlflow_server(tmp_path, small_data):
+@pytest.mark.slow
+def test_a_sweep_against_a_real_mlflow_server(tmp_path, small_kb_files):
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
@@ -170,7 +167,7 @@ def test_a_sweep_against_a_real_mlflow_server(tmp_path, small_data):
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise
                 time.sleep(0.5)
-        result = sweep(tmp_path, small_data, "-m", "model=bm25,tfidf", env={"MLFLOW_TRACKING_URI": url})
+        result = sweep(tmp_path, small_kb_files, "-m", "model=bm25,tfidf", env={"MLFLOW_TRACKING_URI": url})
         assert result.returncode == 0, result.stderr[-3000:]
         _, runs = runs_in(url)
         assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3
@@ -180,24 +177,29 @@ def test_a_sweep_against_a_real_mlflow_server(tmp_path, small_data):
         server.wait(timeout=30)
 
 
-def test_best_config_round_trip_reproduces_the_winner(tmp_path, small_data, monkeypatch):
-    result = sweep(tmp_path, small_data, "-m", "model=bm25,tfidf", "chunk=0,128")
+@pytest.mark.slow
+def test_best_config_round_trip_reproduces_the_winner(tmp_path, small_kb_files, monkeypatch):
+    result = sweep(tmp_path, small_kb_files, "-m", "model=bm25,tfidf", "chunk=0,128")
     assert result.returncode == 0, result.stderr[-3000:]
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
     monkeypatch.chdir(tmp_path)
     from sweep import best_config
     from sweep.best import find_best
-    from sweep.cli import run
+    from sweep.trial import run_trial
 
     winner = find_best("ndcg_at_10")
     _, runs = runs_in(store)
     finished = [r.data.metrics["ndcg_at_10"] for r in runs if "ndcg_at_10" in r.data.metrics]
     assert winner.value == max(finished) and len(finished) == 4
     cfg = best_config("ndcg_at_10")
-    assert cfg.model._target_.startswith("sweep.sparse.") and cfg.chunk in (0, 128)
-    again = run(cfg)  # the returned config, run as it is
-    assert again["ndcg_at_10"] == pytest.approx(winner.value, abs=1e-12)
+    assert cfg.model._target_.startswith("sweep.lexical.") and cfg.chunk in (0, 128)
+    again = run_trial(cfg, winner.choices, winner.overrides)  # the returned config, run as it is
+    assert again.objective == again.evaluation.mean["ndcg_at_10"] == pytest.approx(winner.value, abs=1e-12)
+    assert winner.choices["model"] in ("bm25", "tfidf") and winner.choices["index"] == "flat"
+    client = mlflow.MlflowClient(store)
+    original, rerun = (client.get_run(r).data.params for r in (winner.run_id, again.mlflow_run.run_id))
+    assert rerun == original  # the same config and choices: the same params
     assert winner.command.startswith("python -m sweep ") and "model=" in winner.command
 
     cli = subprocess.run(
@@ -214,15 +216,17 @@ def test_best_config_round_trip_reproduces_the_winner(tmp_path, small_data, monk
     assert missing.returncode == 2 and "no finished run in experiment 'golden-sweep' has the metric 'no_such_metric'" in missing.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [[], ["-m"]])
-def test_an_unreachable_tracking_server_is_a_one_line_error(tmp_path, small_data, mode):
+def test_an_unreachable_tracking_server_is_a_one_line_error(tmp_path, small_kb_files, mode):
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    result = sweep(tmp_path, small_data, *mode, "model=bm25", env={"MLFLOW_TRACKING_URI": url})
+    result = sweep(tmp_path, small_kb_files, *mode, "model=bm25", env={"MLFLOW_TRACKING_URI": url})
     assert result.returncode == 2
     assert f"error: cannot reach the MLflow tracking server at {url}" in result.stderr
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("corpus_text", "golden_extra", "message"),
     [
@@ -231,12 +235,12 @@ def test_an_unreachable_tracking_server_is_a_one_line_error(tmp_path, small_data
         (None, {"id": "zz2", "question": "red?", "relevant": {}, "filters": {"colour": "red"}}, "question 'zz2': filters on 'colour', a field no document has"),
     ],
 )
-def test_bad_data_is_one_line_exit_2_and_a_failed_run(tmp_path, small_data, corpus_text, golden_extra, message):
+def test_bad_data_is_one_line_exit_2_and_a_failed_run(tmp_path, small_kb_files, corpus_text, golden_extra, message):
     data = tmp_path / "data"
     data.mkdir()
-    corpus = (small_data / "corpus.jsonl").read_text() if corpus_text is None else corpus_text
+    corpus = (small_kb_files / "corpus.jsonl").read_text() if corpus_text is None else corpus_text
     (data / "corpus.jsonl").write_text(corpus)
-    golden = (small_data / "golden.jsonl").read_text() + (json.dumps(golden_extra) + "\n" if golden_extra else "")
+    golden = (small_kb_files / "golden.jsonl").read_text() + (json.dumps(golden_extra) + "\n" if golden_extra else "")
     (data / "golden.jsonl").write_text(golden)
     result = sweep(tmp_path, data, "model=bm25")
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
@@ -244,6 +248,7 @@ def test_bad_data_is_one_line_exit_2_and_a_failed_run(tmp_path, small_data, corp
     assert [r.info.status for r in runs] == ["FAILED"] and message in runs[0].data.tags["error"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -251,16 +256,43 @@ def test_bad_data_is_one_line_exit_2_and_a_failed_run(tmp_path, small_data, corp
         (["reranker=cross_encoder"], "reranker.model is not set"),
         (["reranker=cross_encoder", "reranker.model=/no/such/model"], "reranker.model=/no/such/model: no such folder"),
         (["abstain.calibrate_on=recall_at_7"], "abstain.calibrate_on=recall_at_7 is not one of the computed metrics"),
+        (["objective=ndcg_at_11"], "objective=ndcg_at_11 is not one of the computed metrics"),
+        (["model=custom"], "model._target_ is not set"),
     ],
 )
-def test_bad_filter_reranker_and_abstain_options_are_one_line_exit_2(tmp_path, small_data, overrides, message):
-    result = sweep(tmp_path, small_data, "model=bm25", *overrides)
+def test_bad_filter_reranker_and_abstain_options_are_one_line_exit_2(tmp_path, small_kb_files, overrides, message):
+    result = sweep(tmp_path, small_kb_files, "model=bm25", *overrides)
     assert result.returncode == 2 and f"error: {message}" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_chunks_longer_than_the_model_limit_warn_and_log_their_share(tmp_path, small_data):
-    result = sweep(tmp_path, small_data, "chunk=512")
+@pytest.mark.slow
+def test_chunks_longer_than_the_model_limit_warn_and_log_their_share(tmp_path, small_kb_files):
+    result = sweep(tmp_path, small_kb_files, "chunk=512")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "longer than the model's 256-token limit and are truncated" in result.stdout + result.stderr
     _, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert runs[0].data.metrics["corpus/truncated_share"] > 0.5
+
+
+@pytest.fixture(scope="module")
+def minilm_128(tmp_path_factory) -> Path:
+    """A copy of MiniLM that reads at most 128 tokens."""
+    folder = tmp_path_factory.mktemp("minilm-128")
+    shutil.copytree(default_model_path(), folder, dirs_exist_ok=True)
+    settings = json.loads((folder / "sentence_bert_config.json").read_text())
+    (folder / "sentence_bert_config.json").write_text(json.dumps(settings | {"max_seq_length": 128}))
+    return folder
+
+
+def test_chunks_and_truncation_are_measured_by_the_configured_model(tmp_path, small_kb_files, minilm_128):
+    data = [f"golden.path={small_kb_files / 'golden.jsonl'}", f"golden.corpus={small_kb_files / 'corpus.jsonl'}", f"cache_dir={tmp_path}"]
+    corpus, golden = load_corpus(small_kb_files / "corpus.jsonl"), load_golden(small_kb_files / "golden.jsonl", warn=False)
+    cfg = compose_config(f"model.embedder.path={minilm_128}", "chunk=200", *data)
+    pipeline = build_pipeline(cfg)
+    assert pipeline.chunker.tokenizer.name_or_path == str(minilm_128)  # the chunker measures in the model's tokens
+    retrieval = pipeline.retrieve(corpus, golden)
+    tokenizer = AutoTokenizer.from_pretrained(minilm_128)
+    lengths = np.array([len(tokenizer(c.text)["input_ids"]) for c in retrieval.chunks])  # with [CLS] and [SEP]
+    assert retrieval.stats["corpus/truncated_share"] == pytest.approx(np.mean(lengths > 128)) and np.mean(lengths > 128) > 0.5
+    default = build_pipeline(compose_config("chunk=200", *data)).retrieve(corpus, golden)
+    assert default.stats["corpus/truncated_share"] == 0.0 and lengths.max() <= 256  # the same chunks fit MiniLM's 256

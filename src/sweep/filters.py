@@ -2,7 +2,7 @@
 
 A question's `filters` and the config-level `filter.where` are equality conditions on
 document metadata (`field: value`, or `field: [values]` for any of them), all of which must
-hold. `none` (`Filter`) ignores them; `pre` restricts the search itself (a FAISS ID selector, or an
+hold. `none` (`NoFilter`) ignores them; `pre` restricts the search itself (a FAISS ID selector, or an
 exact scan of the allowed chunks when they are a small share of the corpus or no more than the
 hits asked for, because HNSW and IVF lose results under a selective selector); `post`
 over-fetches and drops what does not match, which can leave fewer results than asked for.
@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ from sweep.chunking import Chunk
 from sweep.corpus import SCALARS, Corpus
 from sweep.errors import InputError
 from sweep.golden import GoldenSet, Question
-from sweep.index import Hits, Retriever
+from sweep.retriever import Hits, Retriever
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +62,8 @@ def parse_condition(filters: Mapping[str, Any], source: str) -> Condition:
 
 
 @dataclass
-class Filter:
-    """No filtering: question filters are checked against the corpus, then ignored, and so is
-    `where` (so `-m filter=none,pre 'filter.where={...}'` compares with the unfiltered baseline).
-    The base of the filters that restrict."""
+class Filter(ABC):
+    """Which chunks each question may be answered from, and a search that obeys it."""
 
     where: dict[str, Any] | None = None  # applied to every question by the filters that restrict
 
@@ -75,13 +74,22 @@ class Filter:
         for qid, condition in self._conditions.items():
             _check_fields(condition, corpus, f"{golden.source}: question {qid!r}")
 
+    @abstractmethod
     def restriction(self, question: Question) -> Restriction | None:
         """The chunks `question` may be answered from; None when nothing restricts it."""
-        return None
 
     def search(self, retriever: Retriever, query: str, k: int, restriction: Restriction | None) -> Hits:
         """The best k chunks for `query` that obey `restriction`."""
         return Hits.first(*retriever.search([query], k))
+
+
+@dataclass
+class NoFilter(Filter):
+    """Question filters are checked against the corpus, then ignored, and so is `where` (so
+    `-m filter=none,pre 'filter.where={...}'` compares with the unfiltered baseline)."""
+
+    def restriction(self, question: Question) -> Restriction | None:
+        return None
 
 
 @dataclass
@@ -118,6 +126,17 @@ class MetadataFilter(Filter):
             log.warning("question %r: its filters %s match no document; it gets an empty result", question.id, _shown(condition))
         return restriction
 
+    def search(self, retriever: Retriever, query: str, k: int, restriction: Restriction | None) -> Hits:
+        if restriction is None:
+            return super().search(retriever, query, k, restriction)
+        if not len(restriction.chunk_ids):
+            return Hits.empty()
+        return self._search_within(retriever, query, k, restriction)
+
+    @abstractmethod
+    def _search_within(self, retriever: Retriever, query: str, k: int, restriction: Restriction) -> Hits:
+        """The best k chunks among the (non-empty) restriction's."""
+
     def _restrict(self, condition: Condition) -> Restriction:
         matches = np.array(
             [all(_comparable(doc.metadata.get(name)) in values for name, values in condition.items()) for doc in self._documents],
@@ -145,11 +164,7 @@ class PreFilter(MetadataFilter):
         share = len(chunk_ids) / len(self._chunk_document) if len(self._chunk_document) else 0.0
         return Restriction(chunk_ids, exact=share < self.exact_below or len(chunk_ids) <= self._k)
 
-    def search(self, retriever: Retriever, query: str, k: int, restriction: Restriction | None) -> Hits:
-        if restriction is None:
-            return super().search(retriever, query, k, restriction)
-        if not len(restriction.chunk_ids):
-            return Hits.empty()
+    def _search_within(self, retriever: Retriever, query: str, k: int, restriction: Restriction) -> Hits:
         return Hits.first(*retriever.search([query], k, allowed=restriction.chunk_ids, exact=restriction.exact))
 
 
@@ -163,11 +178,26 @@ class PostFilter(MetadataFilter):
         if not isinstance(self.overfetch, (int, float)) or not 1 <= self.overfetch < math.inf:
             raise InputError(f"filter.overfetch={self.overfetch!r}: must be a number of at least 1 (hits fetched per hit kept)")
 
-    def search(self, retriever: Retriever, query: str, k: int, restriction: Restriction | None) -> Hits:
-        if restriction is None:
-            return super().search(retriever, query, k, restriction)
+    def _search_within(self, retriever: Retriever, query: str, k: int, restriction: Restriction) -> Hits:
         hits = Hits.first(*retriever.search([query], math.ceil(k * self.overfetch)))
         return hits[np.isin(hits.ids, restriction.chunk_ids)][:k]
+
+
+def filter_stats(searched: Sequence[tuple[Restriction, int]], n_questions: int, k: int) -> dict[str, float]:
+    """From (restriction, chunk hits found) of every restricted question: how many questions a
+    filter restricted; of those, how many came back short (fewer chunk hits than `k` or than the
+    filter allows, whichever is smaller: what post-filtering with too little over-fetch loses, or
+    an approximate index under a selector, or a lexical model when few allowed chunks share a term
+    with the question), how many matched nothing, and how many were searched by exact scan."""
+    stats = {"filter/restricted_share": len(searched) / n_questions if n_questions else 0.0}
+    if searched:
+        short = [n_hits < min(k, len(r.chunk_ids)) for r, n_hits in searched]
+        stats |= {
+            "filter/short_result_rate": float(np.mean(short)),
+            "filter/empty_questions": float(sum(not len(r.chunk_ids) for r, _ in searched)),
+            "filter/exact_share": float(np.mean([r.exact for r, _ in searched])),
+        }
+    return stats
 
 
 def _check_fields(condition: Condition, corpus: Corpus, source: str) -> None:

@@ -20,7 +20,7 @@ import pandas as pd
 import yaml
 
 from sweep.errors import InputError, where
-from sweep.records import FirstSeen, first_line, identifier, json_lines
+from sweep.records import FirstSeen, first_line, identifier, json_lines, sniff
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,12 @@ class GoldenSet:
             )
 
 
+def doc_grades(labels: Mapping[str, int] | Iterable[tuple[str, int]]) -> str:
+    """`doc:grade, doc:grade` for labels given as {doc: grade} or as (doc, grade) pairs."""
+    pairs = labels.items() if isinstance(labels, Mapping) else labels
+    return ", ".join(f"{doc}:{grade}" for doc, grade in pairs)
+
+
 def load_golden(
     path: str | Path,
     corpus_ids: Collection[str] | None = None,
@@ -175,21 +181,15 @@ def load_golden(
 
 
 def _sniff_format(path: Path) -> str:
-    suffix = path.suffix.lower()
-    if suffix in {".jsonl", ".json", ".ndjson"}:
-        return "jsonl"
-    if suffix in {".yaml", ".yml"}:
-        return "yaml"
-    first = first_line(path)
-    if first is None:
-        raise InputError(f"{path}: empty file")
-    if first.lstrip().startswith("{"):
-        return "jsonl"
-    if len(first.split()) == 4:
+    kind = sniff(path)
+    if kind != "columns":
+        return kind
+    n_fields = len(first_line(path).split())
+    if n_fields == 4:
         return "qrels"
     raise InputError(
         f"{path}: unknown golden-set format (expected .jsonl, .yaml, a BEIR folder or TREC qrels "
-        f"'qid 0 docid grade'; line 1 has {len(first.split())} fields)"
+        f"'qid 0 docid grade'; line 1 has {n_fields} fields)"
     )
 
 

@@ -4,16 +4,13 @@
 single-threaded so the same vectors always give the same graph and the same clusters.
 A search can be restricted to allowed chunk ids: inside FAISS with an ID selector, or
 exactly over just those vectors (HNSW and IVF lose results under a selective selector).
-Every retriever, dense or lexical, answers `search` the same way (`Retriever`), and one
-question's answer is a `Hits`.
+An index searches vectors; `sweep.dense.DenseRetriever` puts an embedding model in front of it.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import faiss
 import numpy as np
@@ -21,40 +18,6 @@ import numpy as np
 from sweep.errors import InputError
 
 SEED = 1234
-
-
-class Retriever(Protocol):
-    def build(self, texts: Sequence[str]) -> None: ...
-
-    def search(
-        self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, chunk ids), each (queries, k), best first, id -1 past the last hit. `allowed`:
-        sorted chunk ids the hits must come from; `exact`: score every allowed chunk."""
-
-
-@dataclass(frozen=True)
-class Hits:
-    """One question's chunk hits, best first."""
-
-    scores: np.ndarray
-    ids: np.ndarray
-
-    @classmethod
-    def first(cls, scores: np.ndarray, ids: np.ndarray) -> Hits:
-        """The first query's row of a `search` answer, without the -1 padding."""
-        found = ids[0] >= 0
-        return cls(scores[0][found], ids[0][found])
-
-    @classmethod
-    def empty(cls) -> Hits:
-        return cls(np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64))
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, selection: slice | np.ndarray) -> Hits:
-        return Hits(self.scores[selection], self.ids[selection])
 
 
 @dataclass
@@ -134,8 +97,8 @@ class HNSWIndex(FaissIndex):
 
 @dataclass
 class IVFIndex(FaissIndex):
-    nlist: int = 64
-    nprobe: int = 8
+    nlist: int = 16
+    nprobe: int = 4
 
     def _make(self, dim: int, n_vectors: int) -> faiss.Index:
         if self.nlist > n_vectors:

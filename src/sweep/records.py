@@ -10,10 +10,28 @@ from typing import Any
 from sweep.errors import InputError, where
 
 
-def first_line(path: Path) -> str | None:
-    """The first non-blank line, or None for an empty file."""
+JSON_LINES_SUFFIXES = {".jsonl", ".json", ".ndjson"}
+YAML_SUFFIXES = {".yaml", ".yml"}
+
+
+def first_line(path: Path) -> str:
+    """The first non-blank line; an empty file is an error."""
     with path.open(encoding="utf-8", errors="replace") as handle:
-        return next((line for line in handle if line.strip()), None)
+        line = next((line for line in handle if line.strip()), None)
+    if line is None:
+        raise InputError(f"{path}: empty file")
+    return line
+
+
+def sniff(path: Path) -> str:
+    """"jsonl", "yaml" or "columns" (whitespace-separated fields, as in TREC files): by the
+    file's extension, else by its first line."""
+    suffix = path.suffix.lower()
+    if suffix in JSON_LINES_SUFFIXES:
+        return "jsonl"
+    if suffix in YAML_SUFFIXES:
+        return "yaml"
+    return "jsonl" if first_line(path).lstrip().startswith("{") else "columns"
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, Any]]:

@@ -1,15 +1,17 @@
 """Readable console tables: headline metrics with intervals, per-type means, worst questions,
-and the abstention calibration's suggestion."""
+the abstention calibration's suggestion, and a sweep's leaderboard."""
 
 from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Sequence
 
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from sweep.golden import doc_grades
 from sweep.metrics import Evaluation
 from sweep.metrics.abstention import Calibration
 from sweep.metrics.significance import bootstrap_ci
@@ -75,8 +77,8 @@ def worst_table(worst: pd.DataFrame, metric: str) -> Table:
             _fmt(row[metric]),
             row["type"],
             row["question"],
-            ", ".join(f"{doc}:{grade}" for doc, grade in row["relevant"].items()),
-            ", ".join(f"{doc}:{grade}" for doc, grade in row["retrieved"]) or "(nothing)",
+            doc_grades(row["relevant"]),
+            doc_grades(row["retrieved"]) or "(nothing)",
         )
     return table
 
@@ -109,3 +111,15 @@ def print_calibration(calibration: Calibration, console: Console | None = None) 
         f"answerable abstaining {at.get('abstain/false_rate', float('nan')):.1%}, {calibration.metric} {at[calibration.metric]:.4f}",
         soft_wrap=True,
     )
+
+
+def print_leaderboard(leaderboard: pd.DataFrame, columns: Sequence[str], console: Console | None = None) -> None:
+    """The sweep's combinations (rows, best first) with `columns` where they were logged, and status."""
+    shown = [c for c in dict.fromkeys([*columns, "status"]) if c in leaderboard.columns]
+    (console or default_console()).print(frame_table(leaderboard[shown], "Leaderboard", leaderboard.index.name))
+
+
+def print_lines(lines: Sequence[str], console: Console | None = None) -> None:
+    """Lines that must stay whole (commands, addresses), whatever the width."""
+    for line in lines:
+        (console or default_console()).print(line, soft_wrap=True)

@@ -1,6 +1,6 @@
 """Rerankers: reorder one question's chunk hits before they collapse to documents.
 
-`none` (`Reranker`) keeps the retriever's order; `cross_encoder` scores (question, chunk)
+`none` (`NoReranker`) keeps the retriever's order; `cross_encoder` scores (question, chunk)
 pairs of the top `candidates` hits with a local sentence-transformers CrossEncoder;
 `hybrid` fuses the retriever's ranking with BM25's over the same chunks, under the same
 filter, by reciprocal-rank fusion. The reranker's score becomes the hit's score, so it is
@@ -9,6 +9,7 @@ the one `abstain.min_score` and the abstention calibration threshold.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,17 +17,26 @@ from pathlib import Path
 import numpy as np
 
 from sweep.errors import InputError
-from sweep.index import Hits, Retriever
-from sweep.sparse import BM25Retriever
+from sweep.lexical import BM25Retriever
+from sweep.retriever import Hits, Retriever
 
 SearchUnderFilter = Callable[[Retriever], Hits]  # another retriever, same question, same filter and depth
 
 
-class Reranker:
-    """No reranking: the retriever's order stands."""
+class Reranker(ABC):
+    """Reorders one question's chunk hits; its scores replace the retriever's."""
 
     def build(self, texts: Sequence[str]) -> None:
         """Get ready to rerank hits among these chunk texts (ids index into them)."""
+
+    @abstractmethod
+    def rerank(self, query: str, hits: Hits, search: SearchUnderFilter) -> Hits:
+        """`hits` reordered (and rescored), best first; `search` asks another retriever for this
+        question's hits under the same filter and depth."""
+
+
+class NoReranker(Reranker):
+    """The retriever's order stands."""
 
     def rerank(self, query: str, hits: Hits, search: SearchUnderFilter) -> Hits:
         return hits

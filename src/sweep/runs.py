@@ -20,7 +20,7 @@ import pyarrow as pa
 from pyarrow import csv as pa_csv
 
 from sweep.errors import InputError, where
-from sweep.records import FirstSeen, first_line, json_lines
+from sweep.records import FirstSeen, first_line, json_lines, sniff
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,10 @@ class Run:
         path = Path(path)
         if not path.is_file():
             raise InputError(f"{path}: no such file")
-        reader = _read_jsonl if _looks_like_jsonl(path) else _read_trec
+        kind = sniff(path)
+        if kind == "yaml":
+            raise InputError(f"{path}: a run is a TREC run file or JSON Lines, not YAML")
+        reader = _read_jsonl if kind == "jsonl" else _read_trec
         return cls.from_scored(reader(path), name=str(path))
 
     # ------------------------------------------------------------ views
@@ -170,17 +173,6 @@ def _drop_repeats(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     return frame[~repeated].reset_index(drop=True)
 
 
-def _first_line(path: Path) -> str:
-    line = first_line(path)
-    if line is None:
-        raise InputError(f"{path}: empty file")
-    return line
-
-
-def _looks_like_jsonl(path: Path) -> bool:
-    return path.suffix.lower() in {".jsonl", ".json", ".ndjson"} or _first_line(path).lstrip().startswith("{")
-
-
 def _read_trec(path: Path) -> pd.DataFrame:
     """Fastest reader that accepts the file: pyarrow's multithreaded parser for single-delimited
     files (the common case), pandas' C parser for runs of whitespace, and the line-by-line parser
@@ -199,7 +191,7 @@ def _read_trec(path: Path) -> pd.DataFrame:
 
 
 def _read_trec_arrow(path: Path) -> pd.DataFrame:
-    first = _first_line(path)
+    first = first_line(path)
     strings = pa.dictionary(pa.int32(), pa.string())  # categorical straight from the parser
     table = pa_csv.read_csv(
         path,

@@ -1,35 +1,50 @@
-"""MLflow: what every run receives, under DESIGN.md's names.
+"""MLflow: everything golden-sweep writes to it and reads from it, under DESIGN.md's names.
 
-params: the resolved config flattened to dotted keys. metrics: headline means, per type
-(`type/<type>/<metric>`, `type/<type>/n`), abstention, cost. Tables via `mlflow.log_table`,
-the golden set as a dataset input with its digest, and tags for data digests, git commit and
-package versions. MLflow metric names may not contain `@`; ours never do.
+A trial (one configuration) is an MLflow run: params are the resolved config flattened to dotted
+keys plus Hydra's chosen option per group (`index=hnsw`); metrics are headline means, per type
+(`type/<type>/<metric>`, `type/<type>/n`), abstention and costs; tables via `mlflow.log_table`;
+the golden set as a dataset input with its digest; tags for data digests, git commit and package
+versions. A sweep is a parent run with a leaderboard. `best_run` finds a winner again. MLflow
+metric names may not contain `@`; ours never do.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import subprocess
+import tempfile
 import urllib.request
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import mlflow
 import pandas as pd
+import yaml
 
 from sweep.corpus import Corpus
 from sweep.errors import InputError
-from sweep.golden import GoldenSet
+from sweep.golden import GoldenSet, doc_grades
 from sweep.metrics import Evaluation
 from sweep.metrics.abstention import Calibration
+from sweep.runs import Run
 
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+DEFAULT_EXPERIMENT = "golden-sweep"
+PARENT_RUN = "SWEEP_PARENT_RUN_ID"  # set by the sweep's parent run for the trials it launches
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # else 3.17's UI opens GenAI mode
 PACKAGES = ("golden-sweep", "mlflow", "hydra-core", "faiss-cpu", "sentence-transformers", "torch", "bm25s", "scikit-learn")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-./: ]")
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
 
 
 def metric_key(name: str) -> str:
@@ -49,9 +64,10 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return flat
 
 
-def connect(uri: str) -> None:
-    """Point MLflow at `uri`; a tracking server that does not answer is a one-line error now,
-    not minutes of MLflow's retries later."""
+def connect(uri: str | None = None) -> None:
+    """Point MLflow at `uri` (default: `tracking_uri()`); a tracking server that does not answer
+    is a one-line error now, not minutes of MLflow's retries later."""
+    uri = uri or tracking_uri()
     if uri.startswith(("http://", "https://")):
         try:
             with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=10) as response:
@@ -81,6 +97,116 @@ def use_experiment(name: str) -> str:
     return experiment_id
 
 
+@dataclass(frozen=True)
+class RunIds:
+    run_id: str
+    experiment_id: str
+
+
+@contextmanager
+def trial_run(experiment: str, name: str) -> Iterator[RunIds]:
+    """One trial's MLflow run, a child of the sweep's parent run when there is one. An error
+    inside marks it FAILED with an `error` tag saying why, and goes on up."""
+    connect()
+    use_experiment(experiment)
+    parent = os.environ.get(PARENT_RUN)
+    with mlflow.start_run(run_name=name, parent_run_id=parent, nested=parent is not None) as active:
+        try:
+            yield RunIds(active.info.run_id, active.info.experiment_id)
+        except Exception as error:  # leaving the block marks the run FAILED; say why
+            mlflow.set_tag("error", f"{type(error).__name__}: {error}")
+            raise
+
+
+def log_config(resolved: Mapping[str, Any], overrides: Sequence[str], choices: Mapping[str, str]) -> None:
+    """Params: the resolved config flattened, and each config group's chosen option under the
+    group's name (`index=hnsw`), so the UI can filter and plot by it. Artifacts: the resolved
+    config, the overrides and choices that reproduce it. Tags: environment, overrides."""
+    mlflow.log_params(flatten(resolved) | dict(choices))
+    mlflow.log_dict(dict(resolved), "config/resolved.yaml")
+    mlflow.log_dict({"overrides": list(overrides), "choices": dict(choices)}, "config/overrides.yaml")
+    mlflow.set_tags(environment_tags() | {"sweep.overrides": " ".join(overrides) or "default"})
+
+
+def start_sweep(experiment: str, overrides: Sequence[str]) -> str:
+    """Open the sweep's parent run; the trials launched from this process become its children."""
+    connect()
+    use_experiment(experiment)
+    parent = mlflow.start_run(run_name=f"sweep {' '.join(overrides)}")
+    mlflow.set_tags({"sweep.parent": "true", "sweep.overrides": " ".join(overrides)})
+    os.environ[PARENT_RUN] = parent.info.run_id
+    return parent.info.run_id
+
+
+def finish_sweep(objective: str) -> tuple[pd.DataFrame | None, str] | None:
+    """Log the leaderboard on the parent run and close it: (leaderboard, experiment id), the
+    leaderboard indexed by each child's overrides, best `objective` first (None without
+    children); None when no sweep is open."""
+    parent_id = os.environ.pop(PARENT_RUN, None)
+    if parent_id is None:
+        return None
+    children = mlflow.search_runs(filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
+    leaderboard = None
+    if len(children):
+        columns = [c for c in children.columns if c.startswith("metrics.") and not c.startswith("metrics.type/")]
+        table = children.set_index("tags.sweep.overrides")[[*columns, "status"]].reset_index()
+        mlflow.log_table(table, "tables/leaderboard.json", run_id=parent_id)
+        leaderboard = table.rename(columns=lambda c: c.removeprefix("metrics.")).set_index("tags.sweep.overrides")
+        leaderboard.index.name = "overrides"
+        if objective in leaderboard.columns:  # absent when every combination failed
+            leaderboard = leaderboard.sort_values(objective, ascending=False, kind="stable")
+    experiment_id = mlflow.active_run().info.experiment_id
+    mlflow.end_run()
+    return leaderboard, experiment_id
+
+
+def ui_hint(experiment_id: str) -> list[str]:
+    """How to look at the runs: the UI command for a local store, and the runs view's address
+    (3.17's UI opens an experiment in GenAI mode, which lists no runs, unless told otherwise)."""
+    uri = tracking_uri()
+    lines, base = [], uri.rstrip("/")
+    if uri.startswith("sqlite:"):
+        lines.append(f"Compare runs: mlflow ui --backend-store-uri {uri}")
+        base = "http://127.0.0.1:5000"
+    lines.append(f"Runs view: {base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
+    return lines
+
+
+@dataclass(frozen=True)
+class BestRun:
+    run_id: str
+    value: float
+    config: dict[str, Any]  # the resolved config
+    overrides: list[str]
+    choices: dict[str, str]
+
+
+def best_run(metric: str, experiment: str = DEFAULT_EXPERIMENT, sweep: str | None = None, maximize: bool = True) -> BestRun:
+    """The finished run with the best `metric` (only the children of parent run `sweep`, if given;
+    the earliest on ties)."""
+    connect()
+    found = mlflow.get_experiment_by_name(experiment)
+    if found is None:
+        raise InputError(f"no MLflow experiment named {experiment!r} at {tracking_uri()}")
+    conditions = ["attributes.status = 'FINISHED'", f"metrics.`{metric}` > -1e300"]
+    if sweep:
+        conditions.append(f"tags.mlflow.parentRunId = '{sweep}'")
+    runs = mlflow.search_runs(
+        [found.experiment_id],
+        filter_string=" and ".join(conditions),
+        order_by=[f"metrics.`{metric}` {'DESC' if maximize else 'ASC'}", "attributes.start_time ASC"],
+        max_results=1,
+        output_format="list",
+    )
+    if not runs:
+        where = f"sweep {sweep}" if sweep else f"experiment {experiment!r}"
+        raise InputError(f"no finished run in {where} has the metric {metric!r}")
+    run = runs[0]
+    config = yaml.safe_load(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/config/resolved.yaml"))
+    hydra = yaml.safe_load(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/config/overrides.yaml"))
+    return BestRun(run.info.run_id, run.data.metrics[metric], config, hydra["overrides"], hydra.get("choices", {}))
+
+
 def loggable(values: Mapping[str, float]) -> dict[str, float]:
     """MLflow-legal names; values that are undefined (NaN) or unbounded (an infinite threshold) left out."""
     return {metric_key(k): float(v) for k, v in values.items() if math.isfinite(v)}
@@ -91,6 +217,19 @@ def evaluation_metrics(evaluation: Evaluation) -> dict[str, float]:
     return loggable(evaluation.mean | evaluation.type_means())
 
 
+def log_stats(stats: Mapping[str, float]) -> None:
+    """What the pipeline measured: times, latencies, sizes, counts, shares."""
+    mlflow.log_metrics(loggable(stats))
+
+
+def log_results(results: Run) -> None:
+    """The trial's results as a TREC run file (`run.trec`), for trec_eval or `sweep.evaluate`."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "run.trec"
+        results.to_trec(path)
+        mlflow.log_artifact(str(path))
+
+
 def log_evaluation(evaluation: Evaluation, worst: int = 10) -> None:
     mlflow.log_metrics(evaluation_metrics(evaluation))
     per_query = evaluation.per_query.reset_index()
@@ -98,8 +237,8 @@ def log_evaluation(evaluation: Evaluation, worst: int = 10) -> None:
     mlflow.log_table(per_query, "tables/per_query.json")
     mlflow.log_table(evaluation.by("type").reset_index(), "tables/per_type.json")
     worst_table = evaluation.worst(worst).reset_index()
-    worst_table["relevant"] = worst_table["relevant"].map(_as_text)
-    worst_table["retrieved"] = worst_table["retrieved"].map(_as_text)
+    worst_table["relevant"] = worst_table["relevant"].map(doc_grades)
+    worst_table["retrieved"] = worst_table["retrieved"].map(doc_grades)
     mlflow.log_table(worst_table, "tables/worst_queries.json")
 
 
@@ -172,12 +311,6 @@ def _log_calibration_plot(calibration: Calibration, curve: pd.DataFrame) -> None
     plt.close(fig)
 
 
-def _as_text(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return ", ".join(f"{k}:{v}" for k, v in value.items())
-    return ", ".join(f"{doc}:{grade}" for doc, grade in value)
-
-
 def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
     """The golden set as an MLflow dataset (digest included), plus data digests as tags."""
     frame = pd.DataFrame(
@@ -185,7 +318,7 @@ def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
             "id": [q.id for q in golden],
             "question": [q.question for q in golden],
             "type": [q.type for q in golden],
-            "relevant": [_as_text(q.relevant) for q in golden],
+            "relevant": [doc_grades(q.relevant) for q in golden],
         }
     )
     with warnings.catch_warnings():  # MLflow registers its local-file source twice and says so

@@ -1,11 +1,11 @@
 """Retrieval metrics that agree with trec_eval, plus abstention, aggregation and significance."""
 
-from sweep.metrics.evaluation import (
+from sweep.metrics.scoring import (
     ABSTAIN_CORRECT,
     ABSTAIN_FALSE,
     DEFAULT_METRICS,
     Evaluation,
-    evaluate,
+    score,
     rank_judgments,
 )
 from sweep.metrics.measures import FAMILIES, Metric, RankedJudgments, parse_metrics, valid_names
@@ -18,7 +18,7 @@ __all__ = [
     "Evaluation",
     "Metric",
     "RankedJudgments",
-    "evaluate",
+    "score",
     "parse_metrics",
     "rank_judgments",
     "valid_names",

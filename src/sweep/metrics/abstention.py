@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sweep.metrics.evaluation import Evaluation, evaluate
+from sweep.metrics.scoring import Evaluation, score
 
 
 def abstention_curve(top_score: np.ndarray, answerable: np.ndarray, metric: np.ndarray) -> pd.DataFrame:
@@ -94,7 +94,7 @@ def calibrate(evaluation: Evaluation, metric: str = "recall_at_5") -> Calibratio
     at_threshold = curve[curve["threshold"] == suggested].iloc[0]
     # NaN (an empty result) compares False, so an empty result stays empty
     answering = per_query.index[per_query["top_score"].to_numpy() >= suggested]
-    thresholded = evaluate(
+    thresholded = score(
         evaluation.golden,
         evaluation.run.restrict(answering),
         metrics=[*evaluation.metrics, *evaluation.abstain_metrics],

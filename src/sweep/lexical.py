@@ -1,16 +1,20 @@
 """Lexical retrievers over chunk texts: BM25 (bm25s) and TF-IDF cosine (scikit-learn).
 
-They answer `search(queries, k, allowed)` like a FAISS index does: (scores, chunk ids), best
-first, id -1 past the last match. A chunk that shares no term with the query scores 0 and is
+They implement `Retriever` like the dense retriever does: (scores, chunk ids), best first,
+id -1 past the last match. A chunk that shares no term with the query scores 0 and is
 not a match, so a query with no overlap at all gets an empty result. Scoring is exhaustive,
 so a restricted search is always exact.
 """
 
 from __future__ import annotations
 
+import time
+from abc import abstractmethod
 from collections.abc import Sequence
 
 import numpy as np
+
+from sweep.retriever import Retriever
 
 
 def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -32,11 +36,29 @@ def _matches(scores: np.ndarray, k: int, allowed: np.ndarray | None) -> tuple[np
     return np.where(top > 0, top, -np.inf).astype(np.float32), np.where(top > 0, ids, -1)
 
 
-class BM25Retriever:
+class LexicalRetriever(Retriever):
+    """Times its own build; subclasses index the texts in `_index`."""
+
+    index_s: float = 0.0
+
+    def build(self, texts: Sequence[str]) -> None:
+        start = time.perf_counter()
+        self._index(texts)
+        self.index_s = time.perf_counter() - start
+
+    @abstractmethod
+    def _index(self, texts: Sequence[str]) -> None:
+        """Build the scorer over these texts."""
+
+    def stats(self) -> dict[str, float]:
+        return {"time/index_s": self.index_s}
+
+
+class BM25Retriever(LexicalRetriever):
     def __init__(self, k1: float = 1.5, b: float = 0.75, method: str = "lucene", stopwords: str = "en") -> None:
         self.k1, self.b, self.method, self.stopwords = k1, b, method, stopwords
 
-    def build(self, texts: Sequence[str]) -> None:
+    def _index(self, texts: Sequence[str]) -> None:
         import bm25s
 
         self.n_chunks = len(texts)
@@ -53,11 +75,11 @@ class BM25Retriever:
         return _matches(scores, k, allowed)
 
 
-class TfidfRetriever:
+class TfidfRetriever(LexicalRetriever):
     def __init__(self, sublinear_tf: bool = True, ngram_max: int = 1, stop_words: str | None = "english") -> None:
         self.sublinear_tf, self.ngram_max, self.stop_words = sublinear_tf, ngram_max, stop_words
 
-    def build(self, texts: Sequence[str]) -> None:
+    def _index(self, texts: Sequence[str]) -> None:
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         self.vectorizer = TfidfVectorizer(

@@ -168,7 +168,7 @@ def group_means(per_query: pd.DataFrame, column: str, metrics: tuple[str, ...]) 
     return table
 
 
-def evaluate(
+def score(
     golden: GoldenSet,
     run: Run,
     metrics: str | Sequence[str] | None = None,

@@ -1,0 +1,62 @@
+"""Every option of every config group composes and instantiates (cheaply: nothing is loaded or
+embedded), and agrees with the defaults its class declares, so a broken YAML fails here first."""
+
+from __future__ import annotations
+
+import inspect
+from importlib import resources
+
+import pytest
+from conftest import compose_config
+from hydra.utils import get_class, instantiate
+from omegaconf import OmegaConf
+
+from sweep.chunking import TokenChunker
+from sweep.filters import Filter
+from sweep.index import FaissIndex
+from sweep.rerank import Reranker
+from sweep.retriever import Retriever
+
+CONF = resources.files("sweep.conf")
+GROUPS = {"model": Retriever, "chunking": TokenChunker, "index": FaissIndex, "filter": Filter, "reranker": Reranker, "golden": None}
+NEEDS = {  # options that cannot run without a value only the user has
+    ("model", "custom"): ["model._target_=sweep.lexical.BM25Retriever"],
+    ("reranker", "cross_encoder"): ["reranker.model={folder}"],
+    ("golden", "beir"): ["golden.path={folder}"],
+}
+OPTIONS = sorted((group, path.name.removesuffix(".yaml")) for group in GROUPS for path in CONF.joinpath(group).iterdir() if path.name.endswith(".yaml"))
+
+
+def test_every_group_has_options():
+    assert {group for group, _ in OPTIONS} == set(GROUPS)
+
+
+@pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
+def test_option_instantiates(group, option, tmp_path):
+    extra = [override.format(folder=tmp_path) for override in NEEDS.get((group, option), [])]
+    cfg = compose_config(f"{group}={option}", *extra)
+    OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+    node = cfg[group]
+    if "_target_" not in node:  # golden: paths, not an object
+        assert set(node) == {"path", "corpus", "split"}
+        return
+    built = instantiate(node, _convert_="all")
+    if GROUPS[group] is not None:
+        assert isinstance(built, GROUPS[group])
+
+
+@pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
+def test_option_values_agree_with_the_class_defaults(group, option):
+    """A value the YAML sets and the class also defaults must be the same value: one default,
+    whether the class is built from config or in Python."""
+    node = OmegaConf.load(CONF.joinpath(group, f"{option}.yaml"))
+    if node.get("_target_") in (None, "???"):
+        return
+    parameters = inspect.signature(get_class(node._target_)).parameters
+    for key in node:
+        if key == "_target_" or OmegaConf.is_interpolation(node, key) or OmegaConf.is_dict(node[key]):
+            continue
+        assert key in parameters, f"{group}/{option}.yaml: {key} is not a parameter of {node._target_}"
+        default = parameters[key].default
+        if default is not inspect.Parameter.empty:
+            assert node[key] == default, f"{group}/{option}.yaml: {key}={node[key]}, but {node._target_} defaults to {default}"
