@@ -23,7 +23,9 @@ def golden_of(relevant: Mapping[str, Mapping[str, int]], types: Mapping[str, str
     """A golden set straight from {qid: {doc: grade}}."""
     types = types or {}
     return GoldenSet(
-        tuple(Question(qid, f"question {qid}", dict(rel), type=types.get(qid, "untyped")) for qid, rel in relevant.items())
+        tuple(
+            Question(qid, f"question {qid}", dict(rel), type=types.get(qid, "untyped")) for qid, rel in relevant.items()
+        )
     )
 
 
@@ -36,11 +38,15 @@ def ranked(rankings: Mapping[str, Sequence[str]]) -> Run:
 def seed_example() -> tuple[GoldenSet, Run]:
     """DESIGN.md's worked example."""
     golden = golden_of({"vacation days": {"d1": 1}, "hotel limit": {"d6": 1}, "stolen laptop": {"d10": 1}})
-    run = ranked({"vacation days": ["d2", "d1", "d9"], "hotel limit": ["d6", "d5", "d7"], "stolen laptop": ["d3", "d4", "d8"]})
+    run = ranked(
+        {"vacation days": ["d2", "d1", "d9"], "hotel limit": ["d6", "d5", "d7"], "stolen laptop": ["d3", "d4", "d8"]}
+    )
     return golden, run
 
 
-def write_kb_slice(folder: Path, departments: Collection[str], documents: int | None = None, unanswerable: int = 3) -> Path:
+def write_kb_slice(
+    folder: Path, departments: Collection[str], documents: int | None = None, unanswerable: int = 3
+) -> Path:
     """A slice of the bundled knowledge base in `folder` (corpus.jsonl, golden.jsonl): the first
     `documents` documents of `departments`, every question answered from them alone, and the
     first `unanswerable` unanswerable questions."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import golden_of
 
+from conftest import golden_of
 from sweep.metrics import score
 from sweep.metrics.abstention import abstention_curve, calibrate, suggest_min_score
-from sweep.runs import Run
 from sweep.metrics.significance import bootstrap_ci, compare, holm
+from sweep.runs import Run
 
 
 def test_curve_counts_abstentions_at_every_threshold():
@@ -20,7 +20,12 @@ def test_curve_counts_abstentions_at_every_threshold():
     curve = abstention_curve(top, answerable, recall).set_index("threshold")
     assert curve.index.tolist() == [-np.inf, 0.4, 0.6, 0.7, 0.9]
     # at -inf only the empty result abstains
-    assert curve.loc[-np.inf].tolist() == [0.0, pytest.approx(1 / 3), pytest.approx(1.5 / 3), pytest.approx((0 + 2 / 3) / 2)]
+    assert curve.loc[-np.inf].tolist() == [
+        0.0,
+        pytest.approx(1 / 3),
+        pytest.approx(1.5 / 3),
+        pytest.approx((0 + 2 / 3) / 2),
+    ]
     # at 0.7 both unanswerable abstain, answerable 0.9 and 0.7 still answer
     assert curve.loc[0.7, "correct_rate"] == 1.0
     assert curve.loc[0.7, "false_rate"] == pytest.approx(1 / 3)

@@ -17,7 +17,9 @@ def corpus() -> dict[str, dict]:
 
 
 def matches(metadata: dict, filters: dict) -> bool:
-    return all(metadata.get(field) in (value if isinstance(value, list) else [value]) for field, value in filters.items())
+    return all(
+        metadata.get(field) in (value if isinstance(value, list) else [value]) for field, value in filters.items()
+    )
 
 
 def test_golden_set_validates_without_errors_or_warnings(caplog):

@@ -47,7 +47,9 @@ def test_size_zero_and_short_documents_stay_whole(chunker_factory):
     assert [c.doc_id for c in chunker_factory(16).split(corpus)].count("short") == 1
 
 
-@pytest.mark.parametrize(("size", "overlap", "message"), [(-1, 0, "chunk=-1"), (16, 16, "overlap=16"), (16, -2, "overlap=-2")])
+@pytest.mark.parametrize(
+    ("size", "overlap", "message"), [(-1, 0, "chunk=-1"), (16, 16, "overlap=16"), (16, -2, "overlap=-2")]
+)
 def test_bad_sizes(size, overlap, message):
     with pytest.raises(InputError, match=message):
         TokenChunker(size, overlap)

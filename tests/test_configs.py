@@ -7,10 +7,10 @@ import inspect
 from importlib import resources
 
 import pytest
-from conftest import compose_config
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
+from conftest import compose_config
 from sweep.chunking import TokenChunker
 from sweep.filters import Filter
 from sweep.index import FaissIndex
@@ -18,13 +18,25 @@ from sweep.rerank import Reranker
 from sweep.retriever import Retriever
 
 CONF = resources.files("sweep.conf")
-GROUPS = {"model": Retriever, "chunking": TokenChunker, "index": FaissIndex, "filter": Filter, "reranker": Reranker, "golden": None}
+GROUPS = {
+    "model": Retriever,
+    "chunking": TokenChunker,
+    "index": FaissIndex,
+    "filter": Filter,
+    "reranker": Reranker,
+    "golden": None,
+}
 NEEDS = {  # options that cannot run without a value only the user has
     ("model", "custom"): ["model._target_=sweep.lexical.BM25Retriever"],
     ("reranker", "cross_encoder"): ["reranker.model={folder}"],
     ("golden", "beir"): ["golden.path={folder}"],
 }
-OPTIONS = sorted((group, path.name.removesuffix(".yaml")) for group in GROUPS for path in CONF.joinpath(group).iterdir() if path.name.endswith(".yaml"))
+OPTIONS = sorted(
+    (group, path.name.removesuffix(".yaml"))
+    for group in GROUPS
+    for path in CONF.joinpath(group).iterdir()
+    if path.name.endswith(".yaml")
+)
 
 
 def test_every_group_has_options():
@@ -59,4 +71,6 @@ def test_option_values_agree_with_the_class_defaults(group, option):
         assert key in parameters, f"{group}/{option}.yaml: {key} is not a parameter of {node._target_}"
         default = parameters[key].default
         if default is not inspect.Parameter.empty:
-            assert node[key] == default, f"{group}/{option}.yaml: {key}={node[key]}, but {node._target_} defaults to {default}"
+            assert node[key] == default, (
+                f"{group}/{option}.yaml: {key}={node[key]}, but {node._target_} defaults to {default}"
+            )

@@ -36,10 +36,16 @@ def test_beir_folder_reads_its_corpus(tmp_path):
     ("lines", "message"),
     [
         (['{"id": "a", "text": "x"}', "{oops"], r"c.jsonl:2: malformed JSON"),
-        (['{"id": "a", "text": "x"}', '{"id": "a", "text": "y"}'], r"c.jsonl:2: duplicate document id 'a' \(first on line 1\)"),
+        (
+            ['{"id": "a", "text": "x"}', '{"id": "a", "text": "y"}'],
+            r"c.jsonl:2: duplicate document id 'a' \(first on line 1\)",
+        ),
         (['{"text": "x"}'], r"c.jsonl:1: missing or invalid document id"),
         (['{"id": "a", "text": 3}'], r"c.jsonl:1: document 'a' has no 'text' string"),
-        (['{"id": "a", "text": "x", "metadata": {"tags": ["x"]}}'], r"c.jsonl:1: document 'a': metadata 'tags' is list"),
+        (
+            ['{"id": "a", "text": "x", "metadata": {"tags": ["x"]}}'],
+            r"c.jsonl:1: document 'a': metadata 'tags' is list",
+        ),
         (['{"id": "a", "text": " "}'], r"c.jsonl:1: document 'a' is empty"),
         ([""], r"c.jsonl: empty corpus"),
     ],

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import runs_in, sweep
 
+from conftest import runs_in, sweep
 from sweep.chunking import TokenChunker
 from sweep.corpus import load_corpus
 from sweep.golden import load_golden
@@ -55,7 +55,9 @@ def in_process(data: Path, retriever: Retriever) -> float:
 @pytest.mark.slow
 def test_a_retriever_defined_here_runs_by_a_command_line_override(tmp_path, small_kb_files):
     target = f"model._target_={__name__}.KeywordRetriever"
-    result = sweep(tmp_path, small_kb_files, "model=custom", target, "+model.min_overlap=0.2", "chunk=0", env=pythonpath())
+    result = sweep(
+        tmp_path, small_kb_files, "model=custom", target, "+model.min_overlap=0.2", "chunk=0", env=pythonpath()
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     _, [run] = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert run.info.status == "FINISHED"

@@ -37,7 +37,9 @@ def seed_files(tmp_path):
 def test_json_output_is_exactly_mean_and_per_query(seed_files):
     result = evaluate_cli(*seed_files, "--metrics", "recall_at_1,recall_at_3,mrr", "--json")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"mean": {"recall_at_1": pytest.approx(1 / 3), "recall_at_3": pytest.approx(2 / 3), "mrr": 0.5}}
+    assert json.loads(result.stdout) == {
+        "mean": {"recall_at_1": pytest.approx(1 / 3), "recall_at_3": pytest.approx(2 / 3), "mrr": 0.5}
+    }
     per_query = json.loads(evaluate_cli(*seed_files, "--metrics", "recall_at_3,mrr", "--json", "--per-query").stdout)
     assert per_query["per_query"] == {
         "vacation": {"recall_at_3": 1.0, "mrr": 0.5},
@@ -51,7 +53,9 @@ def test_jsonl_run_and_per_type_means(tmp_path):
     run.write_text(
         '{"id": "q001", "results": [["d1", 2.0], ["d11", 1.0]]}\n{"id": "q009", "results": []}\n{"id": "q010", "results": [["d3", 0.1]]}\n'
     )
-    result = evaluate_cli(EXAMPLE / "golden.jsonl", run, "--metrics", "recall_at_2,abstain/correct_rate", "--json", "--per-type")
+    result = evaluate_cli(
+        EXAMPLE / "golden.jsonl", run, "--metrics", "recall_at_2,abstain/correct_rate", "--json", "--per-type"
+    )
     mean = json.loads(result.stdout)["mean"]
     assert mean["type/factoid/recall_at_2"] == pytest.approx(1 / 3)  # q001 found both, q002 and q007 nothing
     assert mean["type/unanswerable/abstain/correct_rate"] == 0.5 and mean["type/unanswerable/n"] == 2
@@ -61,7 +65,12 @@ def test_jsonl_run_and_per_type_means(tmp_path):
 def test_readable_report_on_the_bundled_example():
     result = evaluate_cli(EXAMPLE / "golden.jsonl", EXAMPLE / "run.trec")
     assert result.returncode == 0, result.stderr
-    for heading in ("Overall: 8 answerable, 2 unanswerable", "Per question type", "Worst questions by ndcg_at_10", "95% CI"):
+    for heading in (
+        "Overall: 8 answerable, 2 unanswerable",
+        "Per question type",
+        "Worst questions by ndcg_at_10",
+        "95% CI",
+    ):
         assert heading in result.stdout
     assert "abstain/correct_rate" in result.stdout
 
@@ -79,7 +88,11 @@ def test_a_repeated_document_is_a_warning_and_keeps_its_best_score(tmp_path, see
 @pytest.mark.parametrize(
     ("run_text", "args", "message"),
     [
-        ("vacation Q0 d1 1 2 s\nvacation Q0 d2 2\n", [], "run.trec:2: expected 6 fields 'qid Q0 docid rank score tag', found 4"),
+        (
+            "vacation Q0 d1 1 2 s\nvacation Q0 d2 2\n",
+            [],
+            "run.trec:2: expected 6 fields 'qid Q0 docid rank score tag', found 4",
+        ),
         ("vacation Q0 d1 1 high s\n", [], "run.trec:1: score 'high' is not a number"),
         ("", [], "run.trec: empty file"),
         (SEED_RUN, ["--metrics", "ndcg_at_0"], "metric 'ndcg_at_0': k must be a positive integer, got 0"),
@@ -107,8 +120,16 @@ def assert_one_error_line(stderr: str, message: str) -> None:
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
-        ("run.jsonl", '{"id": "q", "results": [["a", 1]]}\n{"id": "q", "results": []}\n', "run.jsonl:2: duplicate query id 'q' (first on line 1)"),
-        ("run.jsonl", '{"id": "q", "results": [["a"]]}\n', "run.jsonl:1: query 'q': result ['a'] is not a [docid, score] pair"),
+        (
+            "run.jsonl",
+            '{"id": "q", "results": [["a", 1]]}\n{"id": "q", "results": []}\n',
+            "run.jsonl:2: duplicate query id 'q' (first on line 1)",
+        ),
+        (
+            "run.jsonl",
+            '{"id": "q", "results": [["a"]]}\n',
+            "run.jsonl:1: query 'q': result ['a'] is not a [docid, score] pair",
+        ),
         ("run.jsonl", "{broken\n", "run.jsonl:1: malformed JSON"),
     ],
 )
@@ -126,7 +147,11 @@ def test_bad_qrels_files(tmp_path, seed_files):
     unknown.write_text("a,b,c\n")
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    for qrels, message in [(unknown, "unknown golden-set format"), (empty, "empty file"), (tmp_path / "missing", "no such file")]:
+    for qrels, message in [
+        (unknown, "unknown golden-set format"),
+        (empty, "empty file"),
+        (tmp_path / "missing", "no such file"),
+    ]:
         result = evaluate_cli(qrels, run)
         assert result.returncode == 2
         assert_one_error_line(result.stderr, message)

@@ -130,7 +130,10 @@ def test_pre_on_hnsw_with_a_selective_filter_falls_back_to_exact_search():
 
     def found(search_filter, retriever) -> list[set]:
         search_filter.prepare(corpus, chunks, golden, 10)
-        return [set(search_filter.search(retriever, q.question, 10, search_filter.restriction(q)).ids.tolist()) for q in golden]
+        return [
+            set(search_filter.search(retriever, q.question, 10, search_filter.restriction(q)).ids.tolist())
+            for q in golden
+        ]
 
     exact = [set(allowed[np.argsort(-(vectors[allowed] @ q))[:10]].tolist()) for q in queries]
     with_fallback = found(PreFilter(exact_below=0.1), hnsw)
@@ -143,13 +146,16 @@ def test_pre_on_hnsw_with_a_selective_filter_falls_back_to_exact_search():
     assert found(PreFilter(exact_below=0.0), flat) == exact  # a flat index needs no fallback
 
 
-
 def test_pre_scans_exactly_when_the_allowed_chunks_fit_in_k():
     corpus, chunks = grouped_corpus(5_000, 125)  # 40 documents a group: 0.8%, but k=40 asks for all of them
     rng = np.random.default_rng(1)
     vectors = rng.normal(size=(len(chunks), 32)).astype(np.float32)
     query = rng.normal(size=32).astype(np.float32)
-    hnsw = NamedVectors(HNSWIndex(M=8, ef_construction=40, ef_search=16), vectors / np.linalg.norm(vectors, axis=1, keepdims=True), {"question": query})
+    hnsw = NamedVectors(
+        HNSWIndex(M=8, ef_construction=40, ef_search=16),
+        vectors / np.linalg.norm(vectors, axis=1, keepdims=True),
+        {"question": query},
+    )
     hnsw.build([])
     golden = GoldenSet((Question("q", "question", {"d3": 1}, filters={"group": 3}),))
     search_filter = PreFilter(exact_below=0.0)
@@ -173,7 +179,12 @@ def test_filter_values_compare_as_json_and_yaml_mean_them():
     search_filter = PreFilter()
     search_filter.prepare(corpus, chunks, golden, 10)
     allowed = {q.id: [chunks[i].doc_id for i in search_filter.restriction(q).chunk_ids] for q in golden}
-    assert allowed == {"true": ["flag-true"], "one": ["flag-one"], "text": ["flag-text"], "year": ["flag-true", "flag-one"]}
+    assert allowed == {
+        "true": ["flag-true"],
+        "one": ["flag-one"],
+        "text": ["flag-text"],
+        "year": ["flag-true", "flag-one"],
+    }
 
 
 def test_a_where_that_matches_no_document_is_an_error_and_one_that_matches_all_restricts_nothing(filtered_kb):
@@ -201,7 +212,11 @@ def test_a_filter_that_matches_nothing_gives_an_empty_result_and_names_the_quest
 @pytest.mark.parametrize(
     "make_filter, question_filters, message",
     [
-        (PreFilter, {"colour": "red"}, "question 'q1': filters on 'colour', a field no document has (fields: department, doc_type, status, year)"),
+        (
+            PreFilter,
+            {"colour": "red"},
+            "question 'q1': filters on 'colour', a field no document has (fields: department, doc_type, status, year)",
+        ),
         (NoFilter, {"colour": "red"}, "filters on 'colour', a field no document has"),
         (lambda: PostFilter(where={"stat": "current"}), {}, "filter.where: filters on 'stat', a field no document has"),
         (PreFilter, {"year": {"from": 2020}}, "filter 'year' needs a value or a list of values"),
@@ -209,7 +224,9 @@ def test_a_filter_that_matches_nothing_gives_an_empty_result_and_names_the_quest
 )
 def test_bad_filters_are_clear_errors_before_anything_is_embedded(filtered_kb, make_filter, question_filters, message):
     corpus, _ = filtered_kb
-    golden = GoldenSet((Question("q1", "expenses", {corpus.documents[0].id: 1}, filters=question_filters),), source="g.jsonl")
+    golden = GoldenSet(
+        (Question("q1", "expenses", {corpus.documents[0].id: 1}, filters=question_filters),), source="g.jsonl"
+    )
     retriever = BM25Retriever()
     with pytest.raises(InputError, match=re.escape(message)):
         Pipeline(TokenChunker(0), retriever, make_filter()).retrieve(corpus, golden)

@@ -12,7 +12,13 @@ from sweep.golden import load_golden
 
 GOOD = [
     {"id": "q1", "question": "How many vacation days?", "type": "factoid", "relevant": {"d1": 2, "d2": 1, "d9": 0}},
-    {"id": "q2", "question": "Hotel limit?", "type": "factoid", "relevant": ["d3"], "filters": {"department": "Finance"}},
+    {
+        "id": "q2",
+        "question": "Hotel limit?",
+        "type": "factoid",
+        "relevant": ["d3"],
+        "filters": {"department": "Finance"},
+    },
     {"id": 3, "question": "Stolen laptop?", "type": "howto", "relevant": {"d4": 1}, "tags": ["it"]},
     {"id": "q4", "question": "Chess cup winner 1998?", "type": "unanswerable", "relevant": {}},
 ]
@@ -79,7 +85,10 @@ def test_beir_folder_with_crlf_keeps_only_queries_in_the_split(tmp_path):
         ([{**GOOD[0], "relevant": {"d1": "high"}}], r"g.jsonl:1: question 'q1': grade of 'd1' is 'high'"),
         ([{"id": "q1", "question": "x"}], r"g.jsonl:1: question 'q1' has no 'relevant'"),
         ([{"id": "q1", "question": "", "relevant": {}}], r"g.jsonl:1: question 'q1' has no 'question' text"),
-        ([GOOD[1], {**GOOD[0], "relevant": {"nope": 1}}], r"g.jsonl:2: question 'q1' labels document 'nope', which is not in the corpus"),
+        (
+            [GOOD[1], {**GOOD[0], "relevant": {"nope": 1}}],
+            r"g.jsonl:2: question 'q1' labels document 'nope', which is not in the corpus",
+        ),
         (["", "  "], r"g.jsonl: empty file"),
     ],
 )

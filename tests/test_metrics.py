@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import golden_of, ranked
 
+from conftest import golden_of, ranked
 from sweep.errors import InputError
 from sweep.metrics import ABSTAIN_CORRECT, ABSTAIN_FALSE, Metric, score
 from sweep.runs import Run
@@ -119,7 +119,9 @@ def test_missing_and_extra_queries(caplog):
 
 
 def test_many_cutoffs_past_the_deepest_result():
-    evaluation = score(golden_of({"q": {"a": 1, "b": 1}}), ranked({"q": ["a"]}), ["recall_at_1", "recall_at_1000", "ndcg_at_1000"])
+    evaluation = score(
+        golden_of({"q": {"a": 1, "b": 1}}), ranked({"q": ["a"]}), ["recall_at_1", "recall_at_1000", "ndcg_at_1000"]
+    )
     assert evaluation.mean["recall_at_1000"] == 0.5
     assert evaluation.mean["ndcg_at_1000"] == pytest.approx(1 / (1 + 1 / math.log2(3)))
 
@@ -151,7 +153,9 @@ def test_relevance_level_must_be_positive(seed_example):
 
 
 def test_groups_by_type_and_tag_and_the_worst_questions():
-    golden = golden_of({"a": {"x": 1}, "b": {"y": 1}, "c": {"z": 1}, "u": {}}, types={"a": "t1", "b": "t1", "c": "t2", "u": "none"})
+    golden = golden_of(
+        {"a": {"x": 1}, "b": {"y": 1}, "c": {"z": 1}, "u": {}}, types={"a": "t1", "b": "t1", "c": "t2", "u": "none"}
+    )
     golden = type(golden)(tuple(q if q.id != "c" else type(q)(**{**q.__dict__, "tags": ("hard",)}) for q in golden))
     evaluation = score(golden, ranked({"a": ["x"], "b": ["q", "y"], "c": ["q"]}), ["mrr"])
     by_type = evaluation.by("type")

@@ -35,7 +35,11 @@ def test_dense_run_finds_answers_embeds_once_and_reports_its_costs(small_kb, emb
     evaluation = score(golden, first.results, ["recall_at_5", "ndcg_at_10", "mrr"])
     assert evaluation.mean["recall_at_5"] > 0.5 and evaluation.mean["mrr"] > 0.4
     stats = first.stats
-    assert stats["embed/cache_hit"] == 0.0 and stats["time/embed_s"] > 0 and stats["index/bytes"] >= 384 * 4 * len(first.chunks)
+    assert (
+        stats["embed/cache_hit"] == 0.0
+        and stats["time/embed_s"] > 0
+        and stats["index/bytes"] >= 384 * 4 * len(first.chunks)
+    )
     # the parts the retriever timed itself fit inside the whole build the pipeline timed
     parts = stats["time/model_load_s"] + stats["time/embed_s"] + stats["time/index_s"]
     assert 0 < parts <= stats["time/build_s"] and stats["latency/search_ms_p95"] >= stats["latency/search_ms_p50"]

@@ -35,8 +35,6 @@ OURS_TO_TREC = {
 doc_ids = st.sampled_from([f"d{i}" for i in range(1, 16)] + ["D1", "a", "zz", "007"])
 
 
-
-
 @st.composite
 def qrels_and_run(draw):
     qrels, run = {}, {}
@@ -45,7 +43,9 @@ def qrels_and_run(draw):
         qrels[qid] = draw(st.dictionaries(doc_ids, st.integers(0, 3), min_size=1, max_size=10))
         if draw(st.booleans()) or q == 0:  # some queries are missing from the run
             # few distinct scores, so ties are common; runs from 1 document to past the deepest cutoff
-            run[qid] = draw(st.dictionaries(doc_ids, st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, -1.0]), min_size=1, max_size=12))
+            run[qid] = draw(
+                st.dictionaries(doc_ids, st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, -1.0]), min_size=1, max_size=12)
+            )
     return qrels, run
 
 

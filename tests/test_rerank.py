@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_module
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForSequenceClassification, BertTokenizer
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    BertConfig,
+    BertForSequenceClassification,
+    BertTokenizer,
+)
 
 from sweep.chunking import TokenChunker
 from sweep.errors import InputError
@@ -46,7 +52,9 @@ def logits(folder: Path, query: str, texts: list[str]) -> np.ndarray:
     """The model's own scores for (query, text) pairs, straight from transformers."""
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
-    batch = tokenizer([query] * len(texts), texts, truncation=True, max_length=MAX_LENGTH, padding=True, return_tensors="pt")
+    batch = tokenizer(
+        [query] * len(texts), texts, truncation=True, max_length=MAX_LENGTH, padding=True, return_tensors="pt"
+    )
     with torch.no_grad():
         return model(**batch).logits[:, 0].numpy()
 
@@ -56,7 +64,13 @@ def test_cross_encoder_from_config_reranks_by_its_own_scores(small_kb, tiny_cros
     with initialize_config_module(version_base="1.3", config_module="sweep.conf"):
         cfg = compose(
             "config",
-            overrides=["model=tfidf", "chunk=0", "reranker=cross_encoder", f"reranker.model={tiny_cross_encoder}", "reranker.candidates=6"],
+            overrides=[
+                "model=tfidf",
+                "chunk=0",
+                "reranker=cross_encoder",
+                f"reranker.model={tiny_cross_encoder}",
+                "reranker.candidates=6",
+            ],
         )
     pipeline = build_pipeline(cfg)
     assert isinstance(pipeline.reranker, CrossEncoderReranker)
@@ -71,14 +85,19 @@ def test_cross_encoder_from_config_reranks_by_its_own_scores(small_kb, tiny_cros
         order = np.argsort(-scores)
         assert [doc for doc, _ in reranked.results.rankings()[qid]] == [docs[i] for i in order], qid
         # the document's score is the model's raw score (no sigmoid to saturate)
-        np.testing.assert_allclose([score for _, score in reranked.results.rankings()[qid]], scores[order], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(
+            [score for _, score in reranked.results.rankings()[qid]], scores[order], rtol=1e-4, atol=1e-5
+        )
         reordered += order.tolist() != list(range(len(docs)))
     assert reordered >= len(golden) // 2  # the model's order, not the retriever's
 
 
 @pytest.mark.parametrize(
     "model, message",
-    [(None, "reranker.model is not set"), ("/no/such/cross-encoder", "reranker.model=/no/such/cross-encoder: no such folder")],
+    [
+        (None, "reranker.model is not set"),
+        ("/no/such/cross-encoder", "reranker.model=/no/such/cross-encoder: no such folder"),
+    ],
 )
 def test_a_missing_cross_encoder_is_a_clear_error(model, message):
     with pytest.raises(InputError, match=re.escape(message)):
@@ -127,7 +146,9 @@ def test_hybrid_fuses_both_rankings_under_the_filter(small_kb):
     position = {doc.id: i for i, doc in enumerate(corpus)}
     fused_somewhere = 0
     for question in golden:
-        rankings = [[position[d] for d, _ in result.results.rankings().get(question.id, [])] for result in (tfidf, bm25)]
+        rankings = [
+            [position[d] for d, _ in result.results.rankings().get(question.id, [])] for result in (tfidf, bm25)
+        ]
         expected = reciprocal_rank_fusion([np.array(r) for r in rankings], [1.0, 1.0], k=60)
         got = hybrid.results.rankings().get(question.id, [])
         assert [position[d] for d, _ in got] == expected.ids.tolist(), question.id

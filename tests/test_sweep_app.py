@@ -21,7 +21,6 @@ from hydra.errors import ConfigCompositionException
 from transformers import AutoTokenizer
 
 from conftest import compose_config, runs_in, sweep
-
 from sweep.corpus import load_corpus
 from sweep.embed import default_model_path
 from sweep.golden import load_golden
@@ -80,7 +79,11 @@ def test_a_two_by_two_sweep_gives_a_parent_and_four_finished_children(tmp_path, 
     for child in children:
         assert CHILD_METRICS <= child.data.metrics.keys(), CHILD_METRICS - child.data.metrics.keys()
         assert child.data.metrics["index/bytes"] > 0 and child.data.metrics["recall_at_5"] > 0.5
-        listed = {a.path for folder in ("", "config", "tables", "plots") for a in client.list_artifacts(child.info.run_id, folder)}
+        listed = {
+            a.path
+            for folder in ("", "config", "tables", "plots")
+            for a in client.list_artifacts(child.info.run_id, folder)
+        }
         assert ARTIFACTS <= listed, ARTIFACTS - listed
         assert child.inputs.dataset_inputs and "data.corpus_digest" in child.data.tags
     assert "tables/leaderboard.json" in {a.path for a in client.list_artifacts(parents[0].info.run_id, "tables")}
@@ -94,7 +97,9 @@ def test_a_filter_by_reranker_sweep_logs_filters_rerank_time_and_calibration(tmp
     result = sweep(tmp_path, small_kb_files, "-m", "filter=none,pre,post", "reranker=none,hybrid", "chunk=0")
     assert result.returncode == 0, result.stderr[-3000:]
     client, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    children = {(r.data.params["filter"], r.data.params["reranker"]): r for r in runs if r.data.tags.get("mlflow.parentRunId")}
+    children = {
+        (r.data.params["filter"], r.data.params["reranker"]): r for r in runs if r.data.tags.get("mlflow.parentRunId")
+    }
     assert sorted(children) == [(f, r) for f in ("none", "post", "pre") for r in ("hybrid", "none")]
     for child in children.values():
         assert child.info.status == "FINISHED"
@@ -111,7 +116,11 @@ def test_a_filter_by_reranker_sweep_logs_filters_rerank_time_and_calibration(tmp
     assert metrics["pre", "hybrid"]["abstain/suggested_min_score"] <= 2 / 61
     assert metrics["pre", "none"]["abstain/suggested_min_score"] > 2 / 61  # a cosine
     # each child logged what its configuration computes, here in process
-    data = [f"golden.path={small_kb_files / 'golden.jsonl'}", f"golden.corpus={small_kb_files / 'corpus.jsonl'}", f"cache_dir={tmp_path / 'cache'}"]
+    data = [
+        f"golden.path={small_kb_files / 'golden.jsonl'}",
+        f"golden.corpus={small_kb_files / 'corpus.jsonl'}",
+        f"cache_dir={tmp_path / 'cache'}",
+    ]
     for (filter_option, reranker_option), logged in metrics.items():
         cfg = compose_config(f"filter={filter_option}", f"reranker={reranker_option}", "chunk=0", *data)
         golden = load_golden(cfg.golden.path, warn=False)
@@ -213,7 +222,10 @@ def test_best_config_round_trip_reproduces_the_winner(tmp_path, small_kb_files, 
         [sys.executable, "-m", "sweep.best", "--metric", "no_such_metric"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, env=os.environ | {"MLFLOW_TRACKING_URI": store},
     )  # fmt: skip
-    assert missing.returncode == 2 and "no finished run in experiment 'golden-sweep' has the metric 'no_such_metric'" in missing.stderr
+    assert (
+        missing.returncode == 2
+        and "no finished run in experiment 'golden-sweep' has the metric 'no_such_metric'" in missing.stderr
+    )
 
 
 @pytest.mark.slow
@@ -230,9 +242,17 @@ def test_an_unreachable_tracking_server_is_a_one_line_error(tmp_path, small_kb_f
 @pytest.mark.parametrize(
     ("corpus_text", "golden_extra", "message"),
     [
-        (None, {"id": "zz1", "question": "ghost?", "relevant": {"no-such-doc": 1}}, "labels document 'no-such-doc', which is not in the corpus"),
+        (
+            None,
+            {"id": "zz1", "question": "ghost?", "relevant": {"no-such-doc": 1}},
+            "labels document 'no-such-doc', which is not in the corpus",
+        ),
         ("", None, "empty corpus (no documents)"),
-        (None, {"id": "zz2", "question": "red?", "relevant": {}, "filters": {"colour": "red"}}, "question 'zz2': filters on 'colour', a field no document has"),
+        (
+            None,
+            {"id": "zz2", "question": "red?", "relevant": {}, "filters": {"colour": "red"}},
+            "question 'zz2': filters on 'colour', a field no document has",
+        ),
     ],
 )
 def test_bad_data_is_one_line_exit_2_and_a_failed_run(tmp_path, small_kb_files, corpus_text, golden_extra, message):
@@ -285,14 +305,24 @@ def minilm_128(tmp_path_factory) -> Path:
 
 
 def test_chunks_and_truncation_are_measured_by_the_configured_model(tmp_path, small_kb_files, minilm_128):
-    data = [f"golden.path={small_kb_files / 'golden.jsonl'}", f"golden.corpus={small_kb_files / 'corpus.jsonl'}", f"cache_dir={tmp_path}"]
-    corpus, golden = load_corpus(small_kb_files / "corpus.jsonl"), load_golden(small_kb_files / "golden.jsonl", warn=False)
+    data = [
+        f"golden.path={small_kb_files / 'golden.jsonl'}",
+        f"golden.corpus={small_kb_files / 'corpus.jsonl'}",
+        f"cache_dir={tmp_path}",
+    ]
+    corpus, golden = (
+        load_corpus(small_kb_files / "corpus.jsonl"),
+        load_golden(small_kb_files / "golden.jsonl", warn=False),
+    )
     cfg = compose_config(f"model.embedder.path={minilm_128}", "chunk=200", *data)
     pipeline = build_pipeline(cfg)
     assert pipeline.chunker.tokenizer.name_or_path == str(minilm_128)  # the chunker measures in the model's tokens
     retrieval = pipeline.retrieve(corpus, golden)
     tokenizer = AutoTokenizer.from_pretrained(minilm_128)
     lengths = np.array([len(tokenizer(c.text)["input_ids"]) for c in retrieval.chunks])  # with [CLS] and [SEP]
-    assert retrieval.stats["corpus/truncated_share"] == pytest.approx(np.mean(lengths > 128)) and np.mean(lengths > 128) > 0.5
+    assert (
+        retrieval.stats["corpus/truncated_share"] == pytest.approx(np.mean(lengths > 128))
+        and np.mean(lengths > 128) > 0.5
+    )
     default = build_pipeline(compose_config("chunk=200", *data)).retrieve(corpus, golden)
     assert default.stats["corpus/truncated_share"] == 0.0 and lengths.max() <= 256  # the same chunks fit MiniLM's 256

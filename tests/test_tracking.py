@@ -7,8 +7,8 @@ import json
 import mlflow
 import pytest
 import yaml
-from conftest import golden_of, ranked
 
+from conftest import golden_of, ranked
 from sweep.corpus import Corpus, Document
 from sweep.errors import InputError
 from sweep.metrics import score
@@ -39,7 +39,11 @@ def store(tmp_path, monkeypatch):
 def test_names_and_flattening():
     assert metric_key("recall@5") == "recall_at_5" and metric_key("type/how to/ndcg_at_10") == "type/how to/ndcg_at_10"
     assert metric_key("type/Q&A/mrr") == "type/Q_A/mrr"
-    assert flatten({"index": {"name": "hnsw", "M": 32}, "chunk": 256}) == {"index.name": "hnsw", "index.M": "32", "chunk": "256"}
+    assert flatten({"index": {"name": "hnsw", "M": 32}, "chunk": 256}) == {
+        "index.name": "hnsw",
+        "index.M": "32",
+        "chunk": "256",
+    }
 
 
 def test_a_run_receives_metrics_tables_dataset_and_tags(store):
@@ -63,13 +67,18 @@ def test_a_run_receives_metrics_tables_dataset_and_tags(store):
     assert metrics["time/embed_s"] == 1.5 and "abstain/suggested_min_score" not in metrics  # no infinities
     # the flattened config, and the chosen option under the group's name
     assert logged.data.params == {"index._target_": "sweep.index.FlatIndex", "chunk": "256", "index": "flat"}
-    assert logged.data.tags["data.corpus_digest"] == corpus.digest and logged.data.tags["sweep.overrides"] == "index=flat"
+    assert (
+        logged.data.tags["data.corpus_digest"] == corpus.digest and logged.data.tags["sweep.overrides"] == "index=flat"
+    )
     assert "version.mlflow" in logged.data.tags
     assert client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
     artifacts = {a.path for a in client.list_artifacts(run.run_id, "tables")}
     assert artifacts == {"tables/per_query.json", "tables/per_type.json", "tables/worst_queries.json"}
     saved = (store / "mlruns").joinpath(run.run_id, "artifacts")
-    assert yaml.safe_load((saved / "config" / "overrides.yaml").read_text()) == {"overrides": ["index=flat"], "choices": {"index": "flat"}}
+    assert yaml.safe_load((saved / "config" / "overrides.yaml").read_text()) == {
+        "overrides": ["index=flat"],
+        "choices": {"index": "flat"},
+    }
     per_query = json.loads((saved / "tables" / "per_query.json").read_text())
     assert len(per_query["data"]) == 3
     inputs = logged.inputs.dataset_inputs
@@ -99,7 +108,9 @@ def test_a_calibration_logs_its_threshold_metrics_table_and_plot(store):
     assert metrics["abstain/at_suggested/recall_at_5"] == 1.0
     assert metrics["abstain/at_suggested/abstain/correct_rate"] == 1.0
     assert metrics["abstain/at_suggested/mrr"] == 0.75
-    assert {a.path for a in client.list_artifacts(logged_run.info.run_id, "plots")} == {"plots/abstention_calibration.png"}
+    assert {a.path for a in client.list_artifacts(logged_run.info.run_id, "plots")} == {
+        "plots/abstention_calibration.png"
+    }
     assert {a.path for a in client.list_artifacts(logged_run.info.run_id, "tables")} == {"tables/abstention_curve.json"}
     artifacts = store / "mlruns" / logged_run.info.run_id / "artifacts"
     assert (artifacts / "plots" / "abstention_calibration.png").read_bytes().startswith(b"\x89PNG")

@@ -35,7 +35,9 @@ class TokenChunker:
 
     def __init__(self, size: int, overlap: int = 32, tokenizer: str | None = None) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise InputError(f"chunk={size!r}: the chunk size must be a whole number of tokens >= 0 (0 = whole documents)")
+            raise InputError(
+                f"chunk={size!r}: the chunk size must be a whole number of tokens >= 0 (0 = whole documents)"
+            )
         if size and (not isinstance(overlap, int) or not 0 <= overlap < size):  # size 0: whole documents
             raise InputError(f"chunking.overlap={overlap!r}: must be >= 0 and smaller than chunk={size}")
         self.size, self.overlap, self.tokenizer_path = size, overlap, tokenizer
@@ -51,7 +53,10 @@ class TokenChunker:
     def split(self, corpus: Corpus) -> list[Chunk]:
         contents = [doc.content for doc in corpus]
         encoded = self.tokenizer(
-            contents, add_special_tokens=False, return_offsets_mapping=True, verbose=False  # long texts are the point
+            contents,
+            add_special_tokens=False,
+            return_offsets_mapping=True,
+            verbose=False,  # long texts are the point
         )["offset_mapping"]
         chunks: list[Chunk] = []
         for doc, content, offsets in zip(corpus, contents, encoded):

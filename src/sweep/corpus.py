@@ -100,7 +100,9 @@ def _parse_document(record: Any, at: str) -> Document:
         raise InputError(f"{at}: document {doc_id!r} has 'metadata' that is not an object")
     for key, value in metadata.items():
         if not isinstance(value, SCALARS):
-            raise InputError(f"{at}: document {doc_id!r}: metadata {key!r} is {type(value).__name__}; expected a scalar")
+            raise InputError(
+                f"{at}: document {doc_id!r}: metadata {key!r} is {type(value).__name__}; expected a scalar"
+            )
     if not (text.strip() or title.strip()):
         raise InputError(f"{at}: document {doc_id!r} is empty (no title, no text)")
     return Document(id=str(doc_id), text=text, title=title, metadata=metadata)

@@ -25,13 +25,15 @@ log = logging.getLogger(__name__)
 
 
 class DenseRetriever(Retriever):
-    def __init__(self, embedder: SentenceTransformerEmbedder, index: FaissIndex, cache: EmbeddingCache | None = None) -> None:
+    def __init__(
+        self, embedder: SentenceTransformerEmbedder, index: FaissIndex, cache: EmbeddingCache | None = None
+    ) -> None:
         self.embedder, self.index, self.cache = embedder, index, cache
         self._stats: dict[str, float] = {}
 
     def build(self, texts: Sequence[str]) -> None:
         start = time.perf_counter()
-        self.embedder.model  # load it now, so neither embedding nor the first search pays for it
+        self.embedder.load()  # now, so neither embedding nor the first search pays for it
         loaded = time.perf_counter()
         cache_hit = False
 

@@ -50,7 +50,9 @@ def folder_digest(folder: Path) -> str:
 class SentenceTransformerEmbedder:
     """Unit-length embeddings (inner product = cosine) from a local sentence-transformers model."""
 
-    def __init__(self, path: str | None = None, batch_size: int = 64, query_prefix: str = "", document_prefix: str = "") -> None:
+    def __init__(
+        self, path: str | None = None, batch_size: int = 64, query_prefix: str = "", document_prefix: str = ""
+    ) -> None:
         self.path = Path(path or default_model_path())
         if not (self.path / "modules.json").is_file() and not (self.path / "config.json").is_file():
             raise InputError(f"model.path={self.path}: not a local sentence-transformers model folder")
@@ -62,6 +64,10 @@ class SentenceTransformerEmbedder:
 
         return SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
 
+    def load(self) -> Any:
+        """The model, loaded now if it was not yet."""
+        return self.model
+
     @property
     def max_seq_length(self) -> int:
         return int(self.model.max_seq_length)
@@ -70,7 +76,9 @@ class SentenceTransformerEmbedder:
         """The share of document texts longer than the model reads: it embeds only their start."""
         if not texts:
             return 0.0
-        tokenized = self.model.tokenizer([self.document_prefix + t for t in texts], verbose=False)  # long texts are the point
+        tokenized = self.model.tokenizer(
+            [self.document_prefix + t for t in texts], verbose=False
+        )  # long texts are the point
         return float(np.mean([len(ids) > self.max_seq_length for ids in tokenized["input_ids"]]))
 
     @cached_property
@@ -90,7 +98,11 @@ class SentenceTransformerEmbedder:
 
     def _encode(self, texts: list[str], progress: bool) -> np.ndarray:
         vectors = self.model.encode(
-            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=progress
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=progress,
         )
         return np.ascontiguousarray(vectors, dtype=np.float32)
 

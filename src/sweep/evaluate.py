@@ -19,6 +19,7 @@ from sweep.golden import load_golden
 from sweep.metrics import DEFAULT_METRICS, Evaluation, score, valid_names
 from sweep.runs import Run
 
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sweep.evaluate", description=__doc__.split("\n\n")[0])
     parser.add_argument("qrels", help="golden set (.jsonl, .yaml, BEIR folder) or TREC qrels")
@@ -28,8 +29,12 @@ def _parser() -> argparse.ArgumentParser:
         help=f"comma-separated metric names (default: {','.join(DEFAULT_METRICS)} and abstention rates). "
         f"Valid: {valid_names()}, abstain/correct_rate, abstain/false_rate",
     )
-    parser.add_argument("--relevance-level", type=int, default=1, metavar="N", help="minimum grade that counts as relevant (default 1)")
-    parser.add_argument("--gain", choices=["linear", "exponential"], default="linear", help="nDCG gain: grade (trec_eval) or 2^grade-1")
+    parser.add_argument(
+        "--relevance-level", type=int, default=1, metavar="N", help="minimum grade that counts as relevant (default 1)"
+    )
+    parser.add_argument(
+        "--gain", choices=["linear", "exponential"], default="linear", help="nDCG gain: grade (trec_eval) or 2^grade-1"
+    )
     parser.add_argument("--split", default="test", help="qrels split of a BEIR folder (default test)")
     parser.add_argument("--per-query", action="store_true", help="also report every question")
     parser.add_argument("--per-type", action="store_true", help="JSON: add type/<type>/<metric> means")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,7 +107,9 @@ class MetadataFilter(Filter):
         self._chunk_document = np.array([position[c.doc_id] for c in chunks], dtype=np.int64)
         self._restrictions: dict[tuple, Restriction | None] = {}
         if self._where and not len(self._restrict(self._where).chunk_ids):
-            raise InputError(f"filter.where: {_shown(self._where)} matches no document (values must match in type too: 2026 is not '2026')")
+            raise InputError(
+                f"filter.where: {_shown(self._where)} matches no document (values must match in type too: 2026 is not '2026')"
+            )
 
     def restriction(self, question: Question) -> Restriction | None:
         """An empty restriction (with a warning naming the question) when its filters match no document."""
@@ -123,7 +125,9 @@ class MetadataFilter(Filter):
             self._restrictions[key] = None if everything else restriction
         restriction = self._restrictions[key]
         if restriction is not None and not len(restriction.chunk_ids):
-            log.warning("question %r: its filters %s match no document; it gets an empty result", question.id, _shown(condition))
+            log.warning(
+                "question %r: its filters %s match no document; it gets an empty result", question.id, _shown(condition)
+            )
         return restriction
 
     def search(self, retriever: Retriever, query: str, k: int, restriction: Restriction | None) -> Hits:
@@ -139,7 +143,10 @@ class MetadataFilter(Filter):
 
     def _restrict(self, condition: Condition) -> Restriction:
         matches = np.array(
-            [all(_comparable(doc.metadata.get(name)) in values for name, values in condition.items()) for doc in self._documents],
+            [
+                all(_comparable(doc.metadata.get(name)) in values for name, values in condition.items())
+                for doc in self._documents
+            ],
             dtype=bool,
         )
         return self._plan(np.flatnonzero(matches[self._chunk_document]))
@@ -176,7 +183,9 @@ class PostFilter(MetadataFilter):
 
     def __post_init__(self) -> None:
         if not isinstance(self.overfetch, (int, float)) or not 1 <= self.overfetch < math.inf:
-            raise InputError(f"filter.overfetch={self.overfetch!r}: must be a number of at least 1 (hits fetched per hit kept)")
+            raise InputError(
+                f"filter.overfetch={self.overfetch!r}: must be a number of at least 1 (hits fetched per hit kept)"
+            )
 
     def _search_within(self, retriever: Retriever, query: str, k: int, restriction: Restriction) -> Hits:
         hits = Hits.first(*retriever.search([query], math.ceil(k * self.overfetch)))

@@ -289,8 +289,15 @@ def _read_table(path: Path, sep: str, columns: list[str], header: int | None) ->
     """A whitespace/tab table read by pandas' C parser; on a bad row, re-scan to name the line."""
     try:
         frame = pd.read_csv(
-            path, sep=sep, header=header, names=columns, dtype=str, keep_default_na=False, na_values=[""],
-            engine="c", encoding="utf-8",
+            path,
+            sep=sep,
+            header=header,
+            names=columns,
+            dtype=str,
+            keep_default_na=False,
+            na_values=[""],
+            engine="c",
+            encoding="utf-8",
         )
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: empty file") from None

@@ -28,7 +28,7 @@ class FaissIndex(ABC):
     def _make(self, dim: int, n_vectors: int) -> faiss.Index:
         """The empty index for `n_vectors` vectors of `dim` dimensions."""
 
-    def _tune(self, index: faiss.Index) -> None:
+    def _tune(self, index: faiss.Index) -> None:  # noqa: B027 (optional: flat has no knobs)
         """Search-time parameters (efSearch, nprobe)."""
 
     def _parameters(self, selector: faiss.IDSelector) -> faiss.SearchParameters:
@@ -61,7 +61,9 @@ class FaissIndex(ABC):
         allowed = np.asarray(allowed, dtype=np.int64)
         if exact or not len(allowed):
             # faiss.knn scores and orders exactly as IndexFlatIP does, ties included
-            scores, positions = faiss.knn(queries, self.vectors[allowed], min(k, len(allowed)), metric=faiss.METRIC_INNER_PRODUCT)
+            scores, positions = faiss.knn(
+                queries, self.vectors[allowed], min(k, len(allowed)), metric=faiss.METRIC_INNER_PRODUCT
+            )
             return scores, np.where(positions >= 0, allowed[np.maximum(positions, 0)], -1)
         selector = faiss.IDSelectorBatch(allowed)  # a hash set: O(1) per candidate
         return self.index.search(queries, min(k, len(allowed)), params=self._parameters(selector))

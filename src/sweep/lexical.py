@@ -63,7 +63,9 @@ class BM25Retriever(LexicalRetriever):
 
         self.n_chunks = len(texts)
         self.model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
-        self.model.index(bm25s.tokenize(list(texts), stopwords=self.stopwords, show_progress=False), show_progress=False)
+        self.model.index(
+            bm25s.tokenize(list(texts), stopwords=self.stopwords, show_progress=False), show_progress=False
+        )
 
     def search(
         self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
@@ -71,7 +73,9 @@ class BM25Retriever(LexicalRetriever):
         import bm25s
 
         tokens = bm25s.tokenize(list(queries), stopwords=self.stopwords, return_ids=False, show_progress=False)
-        scores = np.stack([self.model.get_scores(query) for query in tokens]) if tokens else np.zeros((0, self.n_chunks))
+        scores = (
+            np.stack([self.model.get_scores(query) for query in tokens]) if tokens else np.zeros((0, self.n_chunks))
+        )
         return _matches(scores, k, allowed)
 
 

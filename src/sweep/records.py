@@ -9,7 +9,6 @@ from typing import Any
 
 from sweep.errors import InputError, where
 
-
 JSON_LINES_SUFFIXES = {".jsonl", ".json", ".ndjson"}
 YAML_SUFFIXES = {".yaml", ".yml"}
 
@@ -24,7 +23,7 @@ def first_line(path: Path) -> str:
 
 
 def sniff(path: Path) -> str:
-    """"jsonl", "yaml" or "columns" (whitespace-separated fields, as in TREC files): by the
+    """ "jsonl", "yaml" or "columns" (whitespace-separated fields, as in TREC files): by the
     file's extension, else by its first line."""
     suffix = path.suffix.lower()
     if suffix in JSON_LINES_SUFFIXES:

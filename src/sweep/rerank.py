@@ -26,7 +26,7 @@ SearchUnderFilter = Callable[[Retriever], Hits]  # another retriever, same quest
 class Reranker(ABC):
     """Reorders one question's chunk hits; its scores replace the retriever's."""
 
-    def build(self, texts: Sequence[str]) -> None:
+    def build(self, texts: Sequence[str]) -> None:  # noqa: B027 (optional: most rerankers need nothing)
         """Get ready to rerank hits among these chunk texts (ids index into them)."""
 
     @abstractmethod
@@ -55,7 +55,9 @@ class CrossEncoderReranker(Reranker):
             if getattr(self, name) < 1:
                 raise InputError(f"reranker.{name}={getattr(self, name)}: must be at least 1")
         if not self.model:
-            raise InputError("reranker.model is not set: give the path of a local sentence-transformers CrossEncoder folder")
+            raise InputError(
+                "reranker.model is not set: give the path of a local sentence-transformers CrossEncoder folder"
+            )
         if not Path(self.model).expanduser().is_dir():
             raise InputError(f"reranker.model={self.model}: no such folder (a local CrossEncoder folder is needed)")
 
@@ -70,14 +72,18 @@ class CrossEncoderReranker(Reranker):
         except (OSError, ValueError) as error:
             raise InputError(f"reranker.model={self.model}: not a loadable CrossEncoder ({error})") from None
         if self.encoder.num_labels != 1:
-            raise InputError(f"reranker.model={self.model}: has {self.encoder.num_labels} output labels; a reranker needs 1 (a relevance score)")
+            raise InputError(
+                f"reranker.model={self.model}: has {self.encoder.num_labels} output labels; a reranker needs 1 (a relevance score)"
+            )
 
     def rerank(self, query: str, hits: Hits, search: SearchUnderFilter) -> Hits:
         top = hits[: self.candidates]
         if not len(top):
             return top
         pairs = [(query, self.texts[i]) for i in top.ids.tolist()]
-        scores = self.encoder.predict(pairs, batch_size=self.batch_size, show_progress_bar=False, activation_fn=self.raw_scores)
+        scores = self.encoder.predict(
+            pairs, batch_size=self.batch_size, show_progress_bar=False, activation_fn=self.raw_scores
+        )
         scores = np.asarray(scores, dtype=np.float32)
         order = np.argsort(-scores, kind="stable")  # equal scores keep the retriever's order
         return Hits(scores[order], top.ids[order])

@@ -117,8 +117,14 @@ class Run:
             return
         rank = frame.groupby("qid", observed=True, sort=False).cumcount() + 1
         lines = (
-            frame["qid"].astype(str) + " Q0 " + frame["docid"].astype(str) + " " + rank.astype(str) + " "
-            + frame["score"].map(repr) + f" {tag}\n"
+            frame["qid"].astype(str)
+            + " Q0 "
+            + frame["docid"].astype(str)
+            + " "
+            + rank.astype(str)
+            + " "
+            + frame["score"].map(repr)
+            + f" {tag}\n"
         )
         Path(path).write_text("".join(lines), encoding="utf-8")
 
@@ -168,7 +174,10 @@ def _drop_repeats(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     first = frame[repeated].iloc[0]
     log.warning(
         "%s: document %r listed more than once for query %r (%d repeats in all); kept its best-ranked entry",
-        name, first["docid"], first["qid"], int(repeated.sum()),
+        name,
+        first["docid"],
+        first["qid"],
+        int(repeated.sum()),
     )
     return frame[~repeated].reset_index(drop=True)
 
@@ -208,9 +217,14 @@ def _read_trec_arrow(path: Path) -> pd.DataFrame:
 def _read_trec_pandas(path: Path) -> pd.DataFrame:
     try:
         return pd.read_csv(
-            path, sep=r"\s+", header=None, names=TREC_COLUMNS, usecols=["qid", "docid", "score", "tag"],
+            path,
+            sep=r"\s+",
+            header=None,
+            names=TREC_COLUMNS,
+            usecols=["qid", "docid", "score", "tag"],
             dtype={"qid": str, "docid": str, "tag": str, "score": float},  # str: "007" stays "007"
-            engine="c", encoding="utf-8",
+            engine="c",
+            encoding="utf-8",
         )
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: empty file") from None

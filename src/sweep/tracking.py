@@ -39,7 +39,16 @@ DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "golden-sweep"
 PARENT_RUN = "SWEEP_PARENT_RUN_ID"  # set by the sweep's parent run for the trials it launches
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # else 3.17's UI opens GenAI mode
-PACKAGES = ("golden-sweep", "mlflow", "hydra-core", "faiss-cpu", "sentence-transformers", "torch", "bm25s", "scikit-learn")
+PACKAGES = (
+    "golden-sweep",
+    "mlflow",
+    "hydra-core",
+    "faiss-cpu",
+    "sentence-transformers",
+    "torch",
+    "bm25s",
+    "scikit-learn",
+)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-./: ]")
 
 
@@ -181,7 +190,9 @@ class BestRun:
     choices: dict[str, str]
 
 
-def best_run(metric: str, experiment: str = DEFAULT_EXPERIMENT, sweep: str | None = None, maximize: bool = True) -> BestRun:
+def best_run(
+    metric: str, experiment: str = DEFAULT_EXPERIMENT, sweep: str | None = None, maximize: bool = True
+) -> BestRun:
     """The finished run with the best `metric` (only the children of parent run `sweep`, if given;
     the earliest on ties)."""
     connect()
@@ -303,7 +314,12 @@ def _log_calibration_plot(calibration: Calibration, curve: pd.DataFrame) -> None
         ax.plot(curve["threshold"], curve[column], drawstyle="steps-pre", marker=".", label=label)
     if math.isfinite(calibration.suggested):
         ax.axvline(calibration.suggested, color="grey", linestyle="--", label=f"suggested {calibration.suggested:.3g}")
-    ax.set(xlabel="minimum top score (threshold)", ylabel="share of questions / mean", ylim=(-0.02, 1.02), title="Abstention threshold calibration")
+    ax.set(
+        xlabel="minimum top score (threshold)",
+        ylabel="share of questions / mean",
+        ylim=(-0.02, 1.02),
+        title="Abstention threshold calibration",
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     fig.tight_layout()
@@ -323,9 +339,13 @@ def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
     )
     with warnings.catch_warnings():  # MLflow registers its local-file source twice and says so
         warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted in multiple ways")
-        dataset = mlflow.data.from_pandas(frame, source=str(Path(golden.source).resolve()), name=Path(golden.source).name)
+        dataset = mlflow.data.from_pandas(
+            frame, source=str(Path(golden.source).resolve()), name=Path(golden.source).name
+        )
     mlflow.log_input(dataset, context="golden")
-    mlflow.set_tags({"data.golden_digest": dataset.digest, "data.corpus_digest": corpus.digest, "data.corpus": corpus.source})
+    mlflow.set_tags(
+        {"data.golden_digest": dataset.digest, "data.corpus_digest": corpus.digest, "data.corpus": corpus.source}
+    )
 
 
 def environment_tags() -> dict[str, str]:

@@ -1,14 +1,14 @@
 """Retrieval metrics that agree with trec_eval, plus abstention, aggregation and significance."""
 
+from sweep.metrics.measures import FAMILIES, Metric, RankedJudgments, parse_metrics, valid_names
 from sweep.metrics.scoring import (
     ABSTAIN_CORRECT,
     ABSTAIN_FALSE,
     DEFAULT_METRICS,
     Evaluation,
-    score,
     rank_judgments,
+    score,
 )
-from sweep.metrics.measures import FAMILIES, Metric, RankedJudgments, parse_metrics, valid_names
 
 __all__ = [
     "ABSTAIN_CORRECT",

@@ -33,7 +33,11 @@ class RankedJudgments:
     def __post_init__(self) -> None:
         if self.gain not in GAINS:
             raise InputError(f"gain {self.gain!r} is not one of {', '.join(GAINS)}")
-        if isinstance(self.relevance_level, bool) or not isinstance(self.relevance_level, (int, np.integer)) or self.relevance_level < 1:
+        if (
+            isinstance(self.relevance_level, bool)
+            or not isinstance(self.relevance_level, (int, np.integer))
+            or self.relevance_level < 1
+        ):
             raise InputError(f"relevance level {self.relevance_level!r} must be an integer >= 1")
 
     @property

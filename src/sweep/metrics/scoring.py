@@ -9,8 +9,8 @@ dropped with one warning.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -190,7 +190,10 @@ def score(
     if len(extra):
         log.warning(
             "%s: %d queries are not in the golden set %s and are ignored (first: %r)",
-            run.name, len(extra), golden.source, extra[0],
+            run.name,
+            len(extra),
+            golden.source,
+            extra[0],
         )
     ranked = rank_judgments(golden, run, relevance_level, gain)
     per_query = per_query_table(golden, ranked, rank_metrics)

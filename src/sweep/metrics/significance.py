@@ -32,8 +32,12 @@ def _interval(sample: np.ndarray, confidence: float, n_resamples: int, seed: int
         point = sample.mean() if sample.size else np.nan
         return point, point
     result = stats.bootstrap(
-        (sample,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
-        method="percentile", rng=np.random.default_rng(seed),
+        (sample,),
+        np.mean,
+        confidence_level=confidence,
+        n_resamples=n_resamples,
+        method="percentile",
+        rng=np.random.default_rng(seed),
     )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
@@ -88,8 +92,12 @@ def _paired_bootstrap(delta: np.ndarray, confidence: float, n_resamples: int, se
         point = delta.mean() if delta.size else np.nan
         return {"low": point, "high": point, "p_bootstrap": 1.0 if point == 0 or delta.size < 2 else 0.0}
     result = stats.bootstrap(
-        (delta,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
-        method="percentile", rng=np.random.default_rng(seed),
+        (delta,),
+        np.mean,
+        confidence_level=confidence,
+        n_resamples=n_resamples,
+        method="percentile",
+        rng=np.random.default_rng(seed),
     )
     means = result.bootstrap_distribution
     # two-sided: how often the resampled mean falls on the other side of zero
@@ -101,7 +109,12 @@ def _randomization_p(delta: np.ndarray, n_resamples: int, seed: int) -> float:
     if delta.size == 0 or not delta.any():
         return 1.0
     result = stats.permutation_test(
-        (delta,), np.mean, permutation_type="samples", n_resamples=n_resamples,
-        alternative="two-sided", rng=np.random.default_rng(seed), vectorized=True,
+        (delta,),
+        np.mean,
+        permutation_type="samples",
+        n_resamples=n_resamples,
+        alternative="two-sided",
+        rng=np.random.default_rng(seed),
+        vectorized=True,
     )
     return float(result.pvalue)
