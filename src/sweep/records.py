@@ -23,8 +23,8 @@ def first_line(path: Path) -> str:
 
 
 def sniff(path: Path) -> str:
-    """ "jsonl", "yaml" or "columns" (whitespace-separated fields, as in TREC files): by the
-    file's extension, else by its first line."""
+    """The kind of file, by its extension, else by its first line: "jsonl", "yaml" or "columns"
+    (whitespace-separated fields, as in TREC files)."""
     suffix = path.suffix.lower()
     if suffix in JSON_LINES_SUFFIXES:
         return "jsonl"

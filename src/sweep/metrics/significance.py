@@ -6,6 +6,8 @@ same inputs always give the same intervals and p-values.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -31,7 +33,13 @@ def _interval(sample: np.ndarray, confidence: float, n_resamples: int, seed: int
     if sample.size < 2 or np.ptp(sample) == 0:  # nothing to resample: the interval is the point
         point = sample.mean() if sample.size else np.nan
         return point, point
-    result = stats.bootstrap(
+    result = _bootstrap_mean(sample, confidence, n_resamples, seed)
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def _bootstrap_mean(sample: np.ndarray, confidence: float, n_resamples: int, seed: int) -> Any:
+    """scipy's percentile bootstrap of the mean, seeded: the same sample gives the same interval."""
+    return stats.bootstrap(
         (sample,),
         np.mean,
         confidence_level=confidence,
@@ -39,7 +47,6 @@ def _interval(sample: np.ndarray, confidence: float, n_resamples: int, seed: int
         method="percentile",
         rng=np.random.default_rng(seed),
     )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 def holm(p_values: np.ndarray) -> np.ndarray:
@@ -91,14 +98,7 @@ def _paired_bootstrap(delta: np.ndarray, confidence: float, n_resamples: int, se
     if delta.size < 2 or np.ptp(delta) == 0:
         point = delta.mean() if delta.size else np.nan
         return {"low": point, "high": point, "p_bootstrap": 1.0 if point == 0 or delta.size < 2 else 0.0}
-    result = stats.bootstrap(
-        (delta,),
-        np.mean,
-        confidence_level=confidence,
-        n_resamples=n_resamples,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
+    result = _bootstrap_mean(delta, confidence, n_resamples, seed)
     means = result.bootstrap_distribution
     # two-sided: how often the resampled mean falls on the other side of zero
     p = min(1.0, 2 * min((means <= 0).mean(), (means >= 0).mean()))
