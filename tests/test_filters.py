@@ -250,9 +250,9 @@ def test_post_filtering_with_little_over_fetch_comes_back_short(filtered_kb, tmp
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: PostFilter(overfetch=0.5), "filter.overfetch=0.5: must be a number of at least 1"),
-        (lambda: PostFilter(overfetch=float("inf")), "filter.overfetch=inf: must be a number of at least 1"),
-        (lambda: PreFilter(exact_below="abc"), "filter.exact_below='abc': must be a share of the chunks"),
+        (lambda: PostFilter(overfetch=0.5), "filter.overfetch=0.5: must be a number >= 1"),
+        (lambda: PostFilter(overfetch=float("inf")), "filter.overfetch=inf: must be a number >= 1"),
+        (lambda: PreFilter(exact_below="abc"), "filter.exact_below='abc': must be a number >= 0"),
     ],
 )
 def test_bad_filter_settings_are_clear_errors(make, message):

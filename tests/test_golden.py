@@ -81,7 +81,10 @@ def test_beir_folder_with_crlf_keeps_only_queries_in_the_split(tmp_path):
         ([GOOD[0], "{not json"], r"g.jsonl:2: malformed JSON"),
         ([GOOD[0], {"question": "x", "relevant": {}}], r"g.jsonl:2: missing or invalid 'id'"),
         ([GOOD[0], "", GOOD[0]], r"g.jsonl:3: duplicate question id 'q1' \(first on line 1\)"),
-        ([{**GOOD[0], "relevant": {"d1": -1}}], r"g.jsonl:1: question 'q1': grade of 'd1' is negative"),
+        (
+            [{**GOOD[0], "relevant": {"d1": -1}}],
+            r"g.jsonl:1: question 'q1': grade of 'd1' is -1; grades go from 0 to 100",
+        ),
         ([{**GOOD[0], "relevant": {"d1": "high"}}], r"g.jsonl:1: question 'q1': grade of 'd1' is 'high'"),
         ([{"id": "q1", "question": "x"}], r"g.jsonl:1: question 'q1' has no 'relevant'"),
         ([{"id": "q1", "question": "", "relevant": {}}], r"g.jsonl:1: question 'q1' has no 'question' text"),

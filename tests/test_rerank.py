@@ -102,7 +102,7 @@ def test_cross_encoder_from_config_reranks_by_its_own_scores(small_kb, tiny_cros
 def test_a_missing_cross_encoder_is_a_clear_error(model, message):
     with pytest.raises(InputError, match=re.escape(message)):
         CrossEncoderReranker(model=model)
-    with pytest.raises(InputError, match="reranker.candidates=0: must be at least 1"):
+    with pytest.raises(InputError, match="reranker.candidates=0: must be an integer >= 1"):
         CrossEncoderReranker(model=model, candidates=0)
 
 

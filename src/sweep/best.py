@@ -15,10 +15,11 @@ import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from sweep.errors import exit_2_on_bad_input
+from sweep.errors import InputError, exit_2_on_bad_input
 from sweep.tracking import DEFAULT_EXPERIMENT, best_run
 
 
@@ -59,11 +60,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--minimize", action="store_true", help="lower is better (e.g. latency/search_ms_p50)")
     parser.add_argument("--output", default=None, help="write the resolved config to this YAML file")
     args = parser.parse_args(argv)
+    if args.output and Path(args.output).is_dir():
+        raise InputError(
+            f"--output {args.output}: is a folder; give a file name, e.g. {Path(args.output) / 'best.yaml'}"
+        )
     winner = find_best(args.metric, args.experiment, args.sweep, maximize=not args.minimize)
     print(f"run {winner.run_id}: {args.metric} = {winner.value:.4f}")
     print(f"reproduce: {winner.command}")
     if args.output:
-        OmegaConf.save(winner.config, args.output)
+        try:
+            OmegaConf.save(winner.config, args.output)
+        except OSError as error:
+            raise InputError(f"--output {args.output}: cannot write it ({error.strerror})") from None
         print(f"config written to {args.output}")
     else:
         print(OmegaConf.to_yaml(winner.config), end="")

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Annotated, Any
 
 from sweep.corpus import Corpus
 from sweep.errors import InputError
+from sweep.settings import Range, checked
 
 
 @dataclass(frozen=True)
@@ -29,17 +30,18 @@ class Chunk:
     n_tokens: int
 
 
+@checked("chunking")
 class TokenChunker:
     """Windows of `size` tokens that overlap by `overlap` tokens; `size=0` means whole documents.
     `tokenizer`: a local model folder whose tokenizer measures the chunks (None: MiniLM's)."""
 
-    def __init__(self, size: int, overlap: int = 32, tokenizer: str | None = None) -> None:
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+    def __init__(
+        self, size: Annotated[int, Range(0)], overlap: Annotated[int, Range(0)] = 32, tokenizer: str | None = None
+    ) -> None:
+        if size and overlap >= size:  # size 0: whole documents
             raise InputError(
-                f"chunk={size!r}: the chunk size must be a whole number of tokens >= 0 (0 = whole documents)"
+                f"chunking.overlap={overlap}: must be smaller than chunk={size} (or chunk=0: whole documents)"
             )
-        if size and (not isinstance(overlap, int) or not 0 <= overlap < size):  # size 0: whole documents
-            raise InputError(f"chunking.overlap={overlap!r}: must be >= 0 and smaller than chunk={size}")
         self.size, self.overlap, self.tokenizer_path = size, overlap, tokenizer
 
     @cached_property

@@ -1,32 +1,48 @@
 """`python -m sweep`: the Hydra face of golden-sweep.
 
-One configuration is one trial (`sweep.trial`); with `-m`, every combination is a trial under
-one parent run (`ParentRunCallback`). The task function returns the config's `objective`
+Before Hydra runs anything, every combination on the command line is composed and checked
+(`preflight`): a typo, an unknown option or a bad value in any of them is one `error:` line and
+exit code 2, not a failure hours into a sweep. One configuration is one trial (`sweep.trial`);
+with `-m`, every combination is a trial under one parent run (`ParentRunCallback`). The task function returns the config's `objective`
 metric as a float, which is what Hydra sweepers (Optuna, Nevergrad, Ax) optimise. Errors
-follow one policy: bad input in a single run is one `error:` line and exit code 2; in a
-multirun, a combination that fails is a FAILED MLflow run with its error, logged here, and the
-sweep goes on.
+follow one policy. Exit codes: 0 done; 2 bad input (one `error:` line; in a multirun a bad
+setting is found before anything runs); 1 a multirun in which some combination failed (each is a
+FAILED MLflow run with its error, the others still ran; one line each at the end); 130 / 143
+SIGINT / SIGTERM (the run in progress and the sweep are marked KILLED, the leaderboard of what
+finished is logged).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
+import signal
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 import hydra
+from hydra import compose, initialize_config_module
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra._internal.utils import get_args_parser
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException, MissingConfigException
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from sweep import tracking
-from sweep.errors import bad_input, exit_2_on_bad_input, report_bad_input
+from sweep.errors import InputError, Interrupted, bad_input, exit_2_on_bad_input, report_bad_input
 from sweep.report import default_console, print_calibration, print_evaluation, print_leaderboard, print_lines
-from sweep.trial import Trial, run_trial
+from sweep.settings import unknown_key
+from sweep.trial import Trial, check_settings, run_trial
 
 log = logging.getLogger("sweep")
 CONSOLE = default_console()
+EXIT_FAILED = 1  # a sweep in which some combination failed
 SHOWN = ("recall_at_5", "mrr", "abstain/correct_rate", "latency/search_ms_p50")  # besides the objective
 
 
@@ -46,8 +62,95 @@ def choices() -> dict[str, str]:
     return {group: str(option) for group, option in chosen.items() if not group.startswith("hydra")}
 
 
+def main() -> None:
+    """Check the command line, run it; a signal stops the sweep as described in `stop`."""
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, raise_interrupted)
+    combinations = 0
+    try:
+        combinations = preflight(sys.argv[1:])
+        hydra_main()
+    except (Interrupted, KeyboardInterrupt) as interrupted:
+        stop(interrupted if isinstance(interrupted, Interrupted) else Interrupted("SIGINT", 130), combinations)
+
+
+def raise_interrupted(number: int, frame: Any) -> None:
+    raise Interrupted(signal.Signals(number).name, 128 + number)
+
+
+def stop(interrupted: Interrupted, combinations: int) -> None:
+    """The trial in progress is already KILLED (`tracking.trial_run`); close the sweep's parent
+    run KILLED with the leaderboard of what finished, say so in one line, exit 128 + signal."""
+    for number in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut this short
+        signal.signal(number, signal.SIG_IGN)
+    summary = tracking.finish_sweep(interrupted)
+    if summary is None:
+        print(f"error: {interrupted}; the run in progress is marked KILLED", file=sys.stderr)
+    else:
+        done = 0 if summary.leaderboard is None else int((summary.leaderboard["status"] == "FINISHED").sum())
+        print(
+            f"error: {interrupted}: {done} of {combinations} combinations finished; the sweep is marked KILLED",
+            file=sys.stderr,
+        )
+    raise SystemExit(interrupted.exit_code)
+
+
+@exit_2_on_bad_input
+def preflight(argv: Sequence[str]) -> int:
+    """Compose and check every combination the command line asks for, as Hydra will; how many."""
+    args, _ = get_args_parser().parse_known_args(argv)
+    asks_something_else = args.help or args.hydra_help or args.info or args.cfg or args.shell_completion
+    other_config = args.config_path or args.config_dir or args.config_name or args.experimental_rerun
+    if asks_something_else or other_config:
+        return 0
+    parser = OverridesParser.create()
+    for override in args.overrides:
+        try:
+            parser.parse_overrides([override])
+        except HydraException as error:
+            raise InputError(f"{override}: cannot be read as an override ({one_line(error)})") from None
+    parsed = parser.parse_overrides(args.overrides)
+    if args.multirun and any(o.get_key_element().startswith(("hydra/sweeper", "hydra.sweeper")) for o in parsed):
+        return 0  # another sweeper chooses the combinations; each is checked when it runs
+    combinations = BasicSweeper.split_arguments(parsed, None)[0] if args.multirun else [list(args.overrides)]
+    with initialize_config_module(version_base="1.3", config_module="sweep.conf"):
+        for overrides in combinations:
+            where = f" (in the combination {' '.join(overrides)})" if len(combinations) > 1 else ""
+            try:
+                check_settings(compose("config", overrides=overrides))
+            except (HydraException, OmegaConfBaseException) as error:
+                raise InputError(composition_error(error, overrides) + where) from None
+            except InputError as error:
+                raise InputError(f"{error}{where}") from None
+    return len(combinations)
+
+
+def composition_error(error: Exception, overrides: Sequence[str]) -> str:
+    """Hydra's several-line composition errors as one line."""
+    if isinstance(error, MissingConfigException) and error.missing_cfg_file and error.options is not None:
+        group, _, option = error.missing_cfg_file.rpartition("/")
+        return f"{group}={option}: no such option (the options: {', '.join(error.options)})"
+    unknown = re.match(r"Could not override '(.+?)'", str(error))
+    if unknown:
+        key = unknown.group(1)
+        parent = key.rpartition(".")[0]
+        others = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key]
+        base = compose("config", overrides=others)
+        node = OmegaConf.select(base, parent) if parent else base
+        known = [str(k) for k in node.keys() if not str(k).startswith("_")] if isinstance(node, DictConfig) else []
+        return f"{unknown_key(key, known)}; to add a key of your own: +{key}=..."
+    return one_line(error)
+
+
+def one_line(error: Exception) -> str:
+    lines = [line.strip() for line in str(error).splitlines()]
+    return "; ".join(
+        line for line in lines if line and not line.startswith(("full_key:", "object_type=", "See https://"))
+    )
+
+
 @hydra.main(version_base="1.3", config_path="pkg://sweep.conf", config_name="config")
-def main(cfg: DictConfig) -> float:
+def hydra_main(cfg: DictConfig) -> float:
     return task(cfg)
 
 
@@ -89,13 +192,19 @@ class ParentRunCallback(Callback):
 
     @exit_2_on_bad_input  # e.g. an unreachable tracking server: before any combination runs
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        tracking.start_sweep(config.experiment, list(config.hydra.overrides.task))
+        tracking.start_sweep(config.experiment, list(config.hydra.overrides.task), config.objective)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        finished = tracking.finish_sweep(config.objective)
-        if finished is None:
+        """The leaderboard; then, if combinations failed, one line each and exit code 1."""
+        summary = tracking.finish_sweep()
+        if summary is None:
             return
-        leaderboard, experiment_id = finished
-        if leaderboard is not None:
-            print_leaderboard(leaderboard, [config.objective, *SHOWN], console=CONSOLE)
-        print_lines(tracking.ui_hint(experiment_id), console=CONSOLE)
+        if summary.leaderboard is not None:
+            print_leaderboard(summary.leaderboard, [config.objective, *SHOWN], console=CONSOLE)
+        print_lines(tracking.ui_hint(summary.experiment_id), console=CONSOLE)
+        if summary.failed:
+            n = len(summary.leaderboard) if summary.leaderboard is not None else len(summary.failed)
+            print(f"error: {len(summary.failed)} of {n} combinations failed:", file=sys.stderr)
+            for combination, error in summary.failed:
+                print(f"  {combination}: {error}", file=sys.stderr)
+            raise SystemExit(EXIT_FAILED)

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from sweep.errors import InputError, where
-from sweep.records import FirstSeen, identifier, json_lines
+from sweep.records import FirstSeen, check_keys, identifier, json_lines
 
 SCALARS = (str, int, float, bool)
+DOCUMENT_KEYS = ("id", "_id", "title", "text", "metadata")  # _id: BEIR's name for the id
 
 
 @dataclass(frozen=True)
@@ -90,12 +91,15 @@ def _parse_document(record: Any, at: str) -> Document:
     if not isinstance(record, dict):
         raise InputError(f"{at}: expected a JSON object with 'id' and 'text'")
     doc_id = identifier(record.get("id", record.get("_id")), at, "document id")
-    text, title = record.get("text"), record.get("title") or ""
+    check_keys(record, DOCUMENT_KEYS, at, f"document {doc_id!r}")
+    if record.get("metadata", {}) is None or record.get("title", "") is None:
+        raise InputError(f"{at}: document {doc_id!r} has a null 'title' or 'metadata' (leave the key out instead)")
+    text, title = record.get("text"), record.get("title", "")
     if not isinstance(text, str):
         raise InputError(f"{at}: document {doc_id!r} has no 'text' string")
     if not isinstance(title, str):
         raise InputError(f"{at}: document {doc_id!r} has a 'title' that is not a string")
-    metadata = record.get("metadata") or {}
+    metadata = record.get("metadata", {})
     if not isinstance(metadata, dict):
         raise InputError(f"{at}: document {doc_id!r} has 'metadata' that is not an object")
     for key, value in metadata.items():

@@ -11,14 +11,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+import os
+import tempfile
+from collections.abc import Callable, Sequence
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
 from sweep.errors import InputError
+from sweep.settings import NonEmpty, Range, checked
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +50,20 @@ def folder_digest(folder: Path) -> str:
     return sha.hexdigest()
 
 
+@checked("model.embedder")
 class SentenceTransformerEmbedder:
     """Unit-length embeddings (inner product = cosine) from a local sentence-transformers model."""
 
     def __init__(
-        self, path: str | None = None, batch_size: int = 64, query_prefix: str = "", document_prefix: str = ""
+        self,
+        path: Annotated[str | None, NonEmpty()] = None,
+        batch_size: Annotated[int, Range(1, 4096)] = 64,
+        query_prefix: str = "",
+        document_prefix: str = "",
     ) -> None:
         self.path = Path(path or default_model_path())
         if not (self.path / "modules.json").is_file() and not (self.path / "config.json").is_file():
-            raise InputError(f"model.path={self.path}: not a local sentence-transformers model folder")
+            raise InputError(f"model.embedder.path={self.path}: not a local sentence-transformers model folder")
         self.batch_size, self.query_prefix, self.document_prefix = batch_size, query_prefix, document_prefix
 
     @cached_property
@@ -108,10 +116,20 @@ class SentenceTransformerEmbedder:
 
 
 class EmbeddingCache:
-    """`<folder>/<key>.npy`, where the key hashes everything the vectors depend on."""
+    """`<folder>/<key>.npz`: the vectors, stored with their key, shape, dtype and sha256, all checked
+    on every read. A damaged entry is reported (a warning naming the file) and recomputed; writes
+    are atomic (a temporary file, flushed to disk, renamed), so a crash never leaves half an entry.
+    A folder that cannot hold the cache is an error when the cache is made, before any embedding."""
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: Annotated[str | Path, NonEmpty()]) -> None:
         self.folder = Path(folder)
+        existing = next(p for p in (self.folder, *self.folder.absolute().parents) if p.exists())
+        if not existing.is_dir():
+            raise InputError(
+                f"cache_dir={folder}: {existing} is a file, not a folder (set cache_dir or SWEEP_CACHE_DIR)"
+            )
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise InputError(f"cache_dir={folder}: {existing} is not writable (set cache_dir or SWEEP_CACHE_DIR)")
 
     @staticmethod
     def key(model: dict[str, Any], texts: Sequence[str]) -> str:
@@ -123,14 +141,56 @@ class EmbeddingCache:
             sha.update(b"\0")
         return sha.hexdigest()
 
-    def get_or_compute(self, key: str, compute) -> tuple[np.ndarray, bool]:
+    def get_or_compute(self, key: str, compute: Callable[[], np.ndarray]) -> tuple[np.ndarray, bool]:
         """The cached vectors (and True), or compute, store and return them (and False)."""
-        path = self.folder / f"{key}.npy"
-        if path.is_file():
-            return np.load(path), True
+        path = self.folder / f"{key}.npz"
+        if path.exists():
+            vectors = self._read(path, key)
+            if vectors is not None:
+                return vectors, True
         vectors = compute()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial.npy")
-        np.save(partial, vectors)
-        partial.replace(path)  # atomic: a crash never leaves a truncated cache entry
+        self._write(path, key, vectors)
         return vectors, False
+
+    def _read(self, path: Path, key: str) -> np.ndarray | None:
+        """The entry's vectors if every check passes; None (and a warning) if it is damaged."""
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                meta, vectors = json.loads(str(stored["meta"])), stored["vectors"]
+        except Exception as error:  # truncated, not a zip, missing arrays, bad JSON: all damage
+            problem = f"unreadable: {type(error).__name__}"
+        else:
+            stored_as = {
+                "key": key,
+                "shape": list(vectors.shape),
+                "dtype": str(vectors.dtype),
+                "sha256": _sha256(vectors),
+            }
+            wrong = [name for name, value in stored_as.items() if meta.get(name) != value]
+            if not wrong:
+                return vectors
+            problem = f"stored {', '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not match"
+        log.warning("%s: damaged embedding cache entry (%s); recomputing it", path, problem)
+        return None
+
+    def _write(self, path: Path, key: str, vectors: np.ndarray) -> None:
+        meta = {"key": key, "shape": list(vectors.shape), "dtype": str(vectors.dtype), "sha256": _sha256(vectors)}
+        temporary = None
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(
+                dir=self.folder, prefix=f".{key}.", suffix=".partial", delete=False
+            ) as handle:
+                temporary = Path(handle.name)
+                np.savez(handle, vectors=vectors, meta=np.array(json.dumps(meta)))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
+        except OSError as error:  # the vectors are computed and used; only the cache misses out
+            log.warning("%s: could not store the embeddings (%s); this run goes on without caching them", path, error)
+            if temporary is not None:
+                temporary.unlink(missing_ok=True)
+
+
+def _sha256(vectors: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(vectors).tobytes()).hexdigest()

@@ -22,6 +22,25 @@ class InputError(ValueError):
     """User-supplied data or arguments that cannot be used as given."""
 
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: what is running stops, is marked KILLED, and the command exits
+    with 128 + the signal number. A BaseException, so that no `except Exception` swallows it."""
+
+    def __init__(self, name: str, exit_code: int) -> None:
+        super().__init__(f"interrupted by {name}")
+        self.name, self.exit_code = name, exit_code
+
+
+def one_line(error: BaseException) -> str:
+    """What an `error` tag or a failure line says: the message of bad input, else the exception's
+    type and the first line of its message."""
+    cause = bad_input(error)
+    if cause is not None:
+        return str(cause)
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
 def where(path: str | Path, line: int | None = None) -> str:
     """`file:line` prefix for an error or warning message."""
     return f"{path}:{line}" if line is not None else str(path)

@@ -15,7 +15,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from sweep.corpus import SCALARS, Corpus
 from sweep.errors import InputError
 from sweep.golden import GoldenSet, Question
 from sweep.retriever import Hits, Retriever
+from sweep.settings import Range, checked
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class Filter(ABC):
         return Hits.first(*retriever.search([query], k))
 
 
+@checked("filter")
 @dataclass
 class NoFilter(Filter):
     """Question filters are checked against the corpus, then ignored, and so is `where` (so
@@ -155,17 +157,14 @@ class MetadataFilter(Filter):
         return Restriction(chunk_ids)
 
 
+@checked("filter")
 @dataclass
 class PreFilter(MetadataFilter):
     """Only allowed chunks are searched. They are scanned exactly when they are fewer than
     `exact_below` of all chunks, or no more than the k hits asked for (an index walk could only
     lose some of them)."""
 
-    exact_below: float = 0.1  # share of all chunks
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.exact_below, (int, float)) or not 0 <= self.exact_below:
-            raise InputError(f"filter.exact_below={self.exact_below!r}: must be a share of the chunks, 0 or more")
+    exact_below: Annotated[float, Range(0)] = 0.1  # share of all chunks (above 1: always scan)
 
     def _plan(self, chunk_ids: np.ndarray) -> Restriction:
         share = len(chunk_ids) / len(self._chunk_document) if len(self._chunk_document) else 0.0
@@ -175,17 +174,12 @@ class PreFilter(MetadataFilter):
         return Hits.first(*retriever.search([query], k, allowed=restriction.chunk_ids, exact=restriction.exact))
 
 
+@checked("filter")
 @dataclass
 class PostFilter(MetadataFilter):
     """`overfetch` × k hits are fetched unrestricted, then those that do not match are dropped."""
 
-    overfetch: float = 4.0
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.overfetch, (int, float)) or not 1 <= self.overfetch < math.inf:
-            raise InputError(
-                f"filter.overfetch={self.overfetch!r}: must be a number of at least 1 (hits fetched per hit kept)"
-            )
+    overfetch: Annotated[float, Range(1)] = 4.0  # hits fetched per hit kept
 
     def _search_within(self, retriever: Retriever, query: str, k: int, restriction: Restriction) -> Hits:
         hits = Hits.first(*retriever.search([query], math.ceil(k * self.overfetch)))

@@ -20,14 +20,15 @@ import pandas as pd
 import yaml
 
 from sweep.errors import InputError, where
-from sweep.records import FirstSeen, first_line, identifier, json_lines, sniff
+from sweep.records import FirstSeen, check_keys, first_line, identifier, json_lines, not_utf8, sniff, text_lines
 
 log = logging.getLogger(__name__)
 
+MAX_GRADE = 100  # grades are integers up to this; TREC qrels may also go as low as -MAX_GRADE
 RECOMMENDED_SIZE = (50, 200)
 RECOMMENDED_UNANSWERABLE_SHARE = (0.10, 0.20)
 UNTYPED = "untyped"
-_QUESTION_KEYS = {"id", "question", "type", "relevant", "filters", "tags"}
+_QUESTION_KEYS = {"id", "question", "type", "relevant", "filters", "tags", "metadata"}
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,10 @@ def _read_jsonl(path: Path) -> tuple[GoldenSet, dict[str, int]]:
 
 
 def _read_yaml(path: Path) -> tuple[GoldenSet, dict[str, int]]:
-    loader = yaml.SafeLoader(path.read_text(encoding="utf-8"))
+    try:
+        loader = yaml.SafeLoader(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
     try:
         root = loader.get_single_node()
         if isinstance(root, yaml.MappingNode):  # {questions: [...]}
@@ -233,6 +237,15 @@ def _parse_question(record: Any, at: str) -> Question:
     if not isinstance(record, dict):
         raise InputError(f"{at}: expected an object with 'id', 'question' and 'relevant', got {type(record).__name__}")
     qid = identifier(record.get("id"), at, "'id'")
+    check_keys(record, _QUESTION_KEYS, at, f"question {qid!r}")
+    for key, expected in (
+        ("relevant", "a mapping of document to grade or a list of documents ({} for an unanswerable question)"),
+        ("filters", "a mapping of field to value (or leave the key out)"),
+        ("tags", "a list of strings (or leave the key out)"),
+        ("metadata", "a mapping (or leave the key out)"),
+    ):
+        if key in record and record[key] is None:
+            raise InputError(f"{at}: question {qid!r} has {key}: null; expected {expected}")
     text = record.get("question")
     if not isinstance(text, str) or not text.strip():
         raise InputError(f"{at}: question {qid!r} has no 'question' text")
@@ -241,12 +254,15 @@ def _parse_question(record: Any, at: str) -> Question:
     qtype = record.get("type", UNTYPED)
     if not isinstance(qtype, str) or not qtype:
         raise InputError(f"{at}: question {qid!r} has 'type' {qtype!r}; expected a non-empty string")
-    filters = record.get("filters") or {}
+    filters = record.get("filters", {})
     if not isinstance(filters, dict):
         raise InputError(f"{at}: question {qid!r} has 'filters' that is not a mapping of field to value")
-    tags = record.get("tags") or []
+    tags = record.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise InputError(f"{at}: question {qid!r} has 'tags' that is not a list of strings")
+    metadata = record.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise InputError(f"{at}: question {qid!r} has 'metadata' that is not a mapping")
     return Question(
         id=qid,
         question=text,
@@ -254,13 +270,11 @@ def _parse_question(record: Any, at: str) -> Question:
         type=qtype,
         filters=filters,
         tags=tuple(tags),
-        metadata={k: v for k, v in record.items() if k not in _QUESTION_KEYS},
+        metadata=metadata,
     )
 
 
 def _relevance(value: Any, at: str, qid: str) -> dict[str, int]:
-    if value is None:
-        return {}
     if isinstance(value, list):  # a list of ids means grade 1 each
         value = {identifier(doc, at, "relevant document id"): 1 for doc in value}
     if not isinstance(value, dict):
@@ -268,10 +282,11 @@ def _relevance(value: Any, at: str, qid: str) -> dict[str, int]:
     relevant: dict[str, int] = {}
     for doc, grade in value.items():
         doc = identifier(doc, at, "relevant document id")
-        if isinstance(grade, bool) or not isinstance(grade, (int, float)) or grade != int(grade):
+        whole = isinstance(grade, int) or isinstance(grade, float) and grade.is_integer()  # 2.0 is 2; inf, nan are not
+        if isinstance(grade, bool) or not whole:
             raise InputError(f"{at}: question {qid!r}: grade of {doc!r} is {grade!r}; expected an integer")
-        if grade < 0:
-            raise InputError(f"{at}: question {qid!r}: grade of {doc!r} is negative ({grade})")
+        if not 0 <= grade <= MAX_GRADE:
+            raise InputError(f"{at}: question {qid!r}: grade of {doc!r} is {grade}; grades go from 0 to {MAX_GRADE}")
         relevant[doc] = int(grade)
     return relevant
 
@@ -301,28 +316,34 @@ def _read_table(path: Path, sep: str, columns: list[str], header: int | None) ->
         )
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: empty file") from None
-    except (pd.errors.ParserError, UnicodeDecodeError):
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
+    except pd.errors.ParserError:
         frame = None
-    if frame is None or frame.isna().any().any() or not frame["grade"].str.fullmatch(r"-?\d+").all():
+    # at most 3 digits: a grade within +-MAX_GRADE, and nothing int64 cannot hold
+    if frame is None or frame.isna().any().any() or not frame["grade"].str.fullmatch(r"-?\d{1,3}").all():
         _raise_first_bad_row(path, sep, len(columns), skip=1 if header is not None else 0)
     if frame.empty:
         raise InputError(f"{path}: empty file (no judgments)")
+    if frame["grade"].astype(np.int64).abs().max() > MAX_GRADE:
+        _raise_first_bad_row(path, sep, len(columns), skip=1 if header is not None else 0)
     return frame.astype({"grade": np.int64})
 
 
 def _raise_first_bad_row(path: Path, sep: str, n_fields: int, skip: int) -> None:
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            if number <= skip or not line.strip():
-                continue
-            fields = line.split("\t") if sep == "\t" else line.split()
-            fields = [f.strip() for f in fields]
-            if len(fields) != n_fields:
-                raise InputError(f"{where(path, number)}: expected {n_fields} fields, found {len(fields)}")
-            try:
-                int(fields[-1])
-            except ValueError:
-                raise InputError(f"{where(path, number)}: grade {fields[-1]!r} is not an integer") from None
+    for number, line in text_lines(path):
+        if number <= skip or not line.strip():
+            continue
+        fields = line.split("\t") if sep == "\t" else line.split()
+        fields = [f.strip() for f in fields]
+        if len(fields) != n_fields:
+            raise InputError(f"{where(path, number)}: expected {n_fields} fields, found {len(fields)}")
+        try:
+            grade = int(fields[-1])
+        except ValueError:
+            raise InputError(f"{where(path, number)}: grade {fields[-1]!r} is not an integer") from None
+        if abs(grade) > MAX_GRADE:
+            raise InputError(f"{where(path, number)}: grade {grade} is out of range (-{MAX_GRADE} to {MAX_GRADE})")
     raise InputError(f"{path}: unreadable qrels")
 
 

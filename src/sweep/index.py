@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Annotated
 
 import faiss
 import numpy as np
 
 from sweep.errors import InputError
+from sweep.settings import Range, checked
 
 SEED = 1234
 
@@ -73,17 +75,19 @@ class FaissIndex(ABC):
         return int(faiss.serialize_index(self.index).nbytes)
 
 
+@checked("index")
 @dataclass
 class FlatIndex(FaissIndex):
     def _make(self, dim: int, n_vectors: int) -> faiss.Index:
         return faiss.IndexFlatIP(dim)
 
 
+@checked("index")
 @dataclass
 class HNSWIndex(FaissIndex):
-    M: int = 32
-    ef_construction: int = 200
-    ef_search: int = 128
+    M: Annotated[int, Range(2, 1024)] = 32  # FAISS crashes the process below 2
+    ef_construction: Annotated[int, Range(1)] = 200
+    ef_search: Annotated[int, Range(1)] = 128  # FAISS looks at max(ef_search, k) candidates; 0 returns garbage
 
     def _make(self, dim: int, n_vectors: int) -> faiss.Index:
         index = faiss.IndexHNSWFlat(dim, self.M, faiss.METRIC_INNER_PRODUCT)
@@ -97,10 +101,11 @@ class HNSWIndex(FaissIndex):
         return faiss.SearchParametersHNSW(sel=selector, efSearch=self.ef_search)
 
 
+@checked("index")
 @dataclass
 class IVFIndex(FaissIndex):
-    nlist: int = 16
-    nprobe: int = 4
+    nlist: Annotated[int, Range(1)] = 16
+    nprobe: Annotated[int, Range(1)] = 4
 
     def _make(self, dim: int, n_vectors: int) -> faiss.Index:
         if self.nlist > n_vectors:

@@ -11,10 +11,14 @@ from __future__ import annotations
 import time
 from abc import abstractmethod
 from collections.abc import Sequence
+from typing import Annotated
 
 import numpy as np
 
 from sweep.retriever import Retriever
+from sweep.settings import OneOf, Range, checked
+
+BM25_METHODS = ("robertson", "atire", "bm25l", "bm25+", "lucene")
 
 
 def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -54,8 +58,15 @@ class LexicalRetriever(Retriever):
         return {"time/index_s": self.index_s}
 
 
+@checked("model")
 class BM25Retriever(LexicalRetriever):
-    def __init__(self, k1: float = 1.5, b: float = 0.75, method: str = "lucene", stopwords: str = "en") -> None:
+    def __init__(
+        self,
+        k1: Annotated[float, Range(0)] = 1.5,
+        b: Annotated[float, Range(0, 1)] = 0.75,
+        method: Annotated[str, OneOf(BM25_METHODS)] = "lucene",
+        stopwords: Annotated[str | None, OneOf(("en",))] = "en",
+    ) -> None:
         self.k1, self.b, self.method, self.stopwords = k1, b, method, stopwords
 
     def _index(self, texts: Sequence[str]) -> None:
@@ -79,8 +90,14 @@ class BM25Retriever(LexicalRetriever):
         return _matches(scores, k, allowed)
 
 
+@checked("model")
 class TfidfRetriever(LexicalRetriever):
-    def __init__(self, sublinear_tf: bool = True, ngram_max: int = 1, stop_words: str | None = "english") -> None:
+    def __init__(
+        self,
+        sublinear_tf: bool = True,
+        ngram_max: Annotated[int, Range(1, 5)] = 1,
+        stop_words: Annotated[str | None, OneOf(("english",))] = "english",
+    ) -> None:
         self.sublinear_tf, self.ngram_max, self.stop_words = sublinear_tf, ngram_max, stop_words
 
     def _index(self, texts: Sequence[str]) -> None:

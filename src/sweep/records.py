@@ -1,9 +1,14 @@
-"""Reading user files line by line, so that every problem names the file and the line."""
+"""Reading user files line by line, so that every problem names the file and the line.
+
+Files are UTF-8: a byte that is not is an error naming the line and the byte's offset, never a
+silently replaced character. A key a record does not know is an error with the nearest known one.
+"""
 
 from __future__ import annotations
 
+import difflib
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +18,33 @@ JSON_LINES_SUFFIXES = {".jsonl", ".json", ".ndjson"}
 YAML_SUFFIXES = {".yaml", ".yml"}
 
 
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) for every line of a UTF-8 file."""
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a file")
+    offset = 0
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise InputError(
+                    f"{where(path, number)}: not UTF-8 text (byte 0x{raw[error.start]:02x} at offset {offset + error.start})"
+                ) from None
+            offset += len(raw)
+
+
+def not_utf8(path: Path) -> InputError:
+    """The error naming the first byte of `path` that is not UTF-8 (a fast reader's UnicodeDecodeError
+    does not say where)."""
+    for _ in text_lines(path):
+        pass
+    return InputError(f"{path}: not UTF-8 text")
+
+
 def first_line(path: Path) -> str:
     """The first non-blank line; an empty file is an error."""
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        line = next((line for line in handle if line.strip()), None)
+    line = next((line for _, line in text_lines(path) if line.strip()), None)
     if line is None:
         raise InputError(f"{path}: empty file")
     return line
@@ -35,13 +63,23 @@ def sniff(path: Path) -> str:
 
 def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) for each non-blank line of a JSON Lines file."""
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                try:
-                    yield number, json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise InputError(f"{where(path, number)}: malformed JSON ({error.msg})") from None
+    for number, line in text_lines(path):
+        if line.strip():
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as error:
+                raise InputError(f"{where(path, number)}: malformed JSON ({error.msg})") from None
+
+
+def check_keys(record: Mapping[str, Any], known: Collection[str], at: str, what: str) -> None:
+    """A key `record` should not have is an error with the nearest known key."""
+    for key in record:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise InputError(
+                f"{at}: {what} has a key {key!r} it does not know ({hint}known: {', '.join(sorted(known))})"
+            )
 
 
 def identifier(value: Any, at: str, what: str) -> str:

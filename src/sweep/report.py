@@ -22,10 +22,18 @@ def default_console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=140)
 
 
+CELL_LIMIT = 300  # characters a table cell shows; the artifacts keep the whole text
+
+
 def _fmt(value: object) -> str:
     if isinstance(value, float):
         return "-" if math.isnan(value) else f"{value:.4f}"
-    return str(value)
+    return _cell(str(value))
+
+
+def _cell(text: str) -> str:
+    """At most CELL_LIMIT characters: laying out a megabyte question would stall the console."""
+    return text if len(text) <= CELL_LIMIT else f"{text[:CELL_LIMIT]}… ({len(text):,} characters)"
 
 
 def overall_table(evaluation: Evaluation, title: str = "Overall", n_resamples: int = 1000) -> Table:
@@ -52,7 +60,7 @@ def frame_table(frame: pd.DataFrame, title: str, index_name: str | None = None) 
     for column in frame.columns:
         table.add_column(str(column), justify="right")
     for key, row in frame.iterrows():
-        table.add_row(str(key), *(_fmt(v) for v in row.tolist()))
+        table.add_row(_cell(str(key)), *(_fmt(v) for v in row.tolist()))
     return table
 
 
@@ -73,12 +81,12 @@ def worst_table(worst: pd.DataFrame, metric: str) -> Table:
         table.add_column(column, overflow="fold")
     for qid, row in worst.iterrows():
         table.add_row(
-            str(qid),
+            _cell(str(qid)),
             _fmt(row[metric]),
-            row["type"],
-            row["question"],
-            doc_grades(row["relevant"]),
-            doc_grades(row["retrieved"]) or "(nothing)",
+            _cell(row["type"]),
+            _cell(row["question"]),
+            _cell(doc_grades(row["relevant"])),
+            _cell(doc_grades(row["retrieved"])) or "(nothing)",
         )
     return table
 

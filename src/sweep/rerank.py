@@ -13,12 +13,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 
 from sweep.errors import InputError
 from sweep.lexical import BM25Retriever
 from sweep.retriever import Hits, Retriever
+from sweep.settings import Range, checked
 
 SearchUnderFilter = Callable[[Retriever], Hits]  # another retriever, same question, same filter and depth
 
@@ -42,18 +44,16 @@ class NoReranker(Reranker):
         return hits
 
 
+@checked("reranker")
 @dataclass
 class CrossEncoderReranker(Reranker):
     """Only the top `candidates` hits are scored and returned: the rest never reach the user."""
 
     model: str | None = None  # a local CrossEncoder folder; nothing is downloaded
-    candidates: int = 100
-    batch_size: int = 32
+    candidates: Annotated[int, Range(1)] = 100
+    batch_size: Annotated[int, Range(1, 4096)] = 32
 
     def __post_init__(self) -> None:
-        for name in ("candidates", "batch_size"):
-            if getattr(self, name) < 1:
-                raise InputError(f"reranker.{name}={getattr(self, name)}: must be at least 1")
         if not self.model:
             raise InputError(
                 "reranker.model is not set: give the path of a local sentence-transformers CrossEncoder folder"
@@ -89,18 +89,14 @@ class CrossEncoderReranker(Reranker):
         return Hits(scores[order], top.ids[order])
 
 
+@checked("reranker")
 @dataclass
 class HybridReranker(Reranker):
     """The retriever's hits and BM25's, fused by reciprocal rank: sum of weight / (k + rank)."""
 
-    k: float = 60.0
-    dense_weight: float = 1.0
-    bm25_weight: float = 1.0
-
-    def __post_init__(self) -> None:
-        for name in ("k", "dense_weight", "bm25_weight"):
-            if not 0 <= getattr(self, name) < float("inf"):
-                raise InputError(f"reranker.{name}={getattr(self, name)}: must be a finite number, 0 or more")
+    k: Annotated[float, Range(0)] = 60.0
+    dense_weight: Annotated[float, Range(0)] = 1.0
+    bm25_weight: Annotated[float, Range(0)] = 1.0
 
     def build(self, texts: Sequence[str]) -> None:
         self.bm25 = BM25Retriever()

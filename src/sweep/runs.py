@@ -8,6 +8,7 @@ retriever's order. Either way a document appears at most once per query.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,7 +21,7 @@ import pyarrow as pa
 from pyarrow import csv as pa_csv
 
 from sweep.errors import InputError, where
-from sweep.records import FirstSeen, first_line, json_lines, sniff
+from sweep.records import FirstSeen, check_keys, first_line, json_lines, sniff, text_lines
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,8 @@ class Run:
     def read(cls, path: str | Path) -> Run:
         """A TREC run (`qid Q0 docid rank score tag`) or JSONL (`{"id": qid, "results": [[docid, score], ...]}`)."""
         path = Path(path)
+        if path.is_dir():
+            raise InputError(f"{path}: is a directory, not a run file")
         if not path.is_file():
             raise InputError(f"{path}: no such file")
         kind = sniff(path)
@@ -193,9 +196,9 @@ def _read_trec(path: Path) -> pd.DataFrame:
             continue  # ParserError, ArrowInvalid and UnicodeDecodeError are ValueErrors too
         if frame.empty:
             raise InputError(f"{path}: empty file")
-        if not frame.isna().any().any():
+        if not frame.isna().any().any() and np.isfinite(frame["score"]).all():
             return frame
-        break
+        break  # the line reader names the line
     return _read_trec_lines(path)
 
 
@@ -232,21 +235,20 @@ def _read_trec_pandas(path: Path) -> pd.DataFrame:
 
 def _read_trec_lines(path: Path) -> pd.DataFrame:
     qids, docs, scores = [], [], []
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) < len(TREC_COLUMNS):
-                raise InputError(
-                    f"{where(path, number)}: expected 6 fields 'qid Q0 docid rank score tag', found {len(fields)}"
-                )
-            score = _number(fields[4], where(path, number))
-            if np.isnan(score):
-                raise InputError(f"{where(path, number)}: score is NaN")
-            qids.append(fields[0])
-            docs.append(fields[2])
-            scores.append(score)
+    for number, line in text_lines(path):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) < len(TREC_COLUMNS):
+            raise InputError(
+                f"{where(path, number)}: expected 6 fields 'qid Q0 docid rank score tag', found {len(fields)}"
+            )
+        score = _number(fields[4], where(path, number))
+        if not np.isfinite(score):
+            raise InputError(f"{where(path, number)}: score is {fields[4]}; scores must be finite numbers")
+        qids.append(fields[0])
+        docs.append(fields[2])
+        scores.append(score)
     if not qids:
         raise InputError(f"{path}: empty file")
     return pd.DataFrame({"qid": qids, "docid": docs, "score": scores})
@@ -264,6 +266,8 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     seen = FirstSeen()
     for number, record in json_lines(path):
         at = where(path, number)
+        if isinstance(record, dict):
+            check_keys(record, ("id", "results"), at, "a result line")
         if not isinstance(record, dict) or "id" not in record or not isinstance(record.get("results"), list):
             raise InputError(f'{at}: expected {{"id": qid, "results": [[docid, score], ...]}}')
         qid = str(record["id"])
@@ -272,8 +276,8 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
             if not (isinstance(hit, (list, tuple)) and len(hit) == 2 and isinstance(hit[0], (str, int))):
                 raise InputError(f"{at}: query {qid!r}: result {hit!r} is not a [docid, score] pair")
             score = hit[1]
-            if isinstance(score, bool) or not isinstance(score, (int, float)) or score != score:
-                raise InputError(f"{at}: query {qid!r}: score {score!r} of {hit[0]!r} is not a number")
+            if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+                raise InputError(f"{at}: query {qid!r}: score {score!r} of {hit[0]!r} is not a finite number")
             qids.append(qid)
             docs.append(str(hit[0]))
             scores.append(float(score))

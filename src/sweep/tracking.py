@@ -10,9 +10,12 @@ metric names may not contain `@`; ours never do.
 
 from __future__ import annotations
 
+import fcntl
 import math
 import os
 import re
+import socket
+import sqlite3
 import subprocess
 import tempfile
 import urllib.request
@@ -29,7 +32,7 @@ import pandas as pd
 import yaml
 
 from sweep.corpus import Corpus
-from sweep.errors import InputError
+from sweep.errors import InputError, Interrupted, one_line
 from sweep.golden import GoldenSet, doc_grades
 from sweep.metrics import Evaluation
 from sweep.metrics.abstention import Calibration
@@ -50,6 +53,8 @@ PACKAGES = (
     "scikit-learn",
 )
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-./: ]")
+_METRIC_NAME = re.compile(r"[A-Za-z0-9_\-./: ]+")
+_RUN_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def tracking_uri() -> str:
@@ -73,9 +78,11 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return flat
 
 
-def connect(uri: str | None = None) -> None:
-    """Point MLflow at `uri` (default: `tracking_uri()`); a tracking server that does not answer
-    is a one-line error now, not minutes of MLflow's retries later."""
+def connect(uri: str | None = None, create: bool = True) -> None:
+    """Point MLflow at `uri` (default: `tracking_uri()`) and open its store now: a server that
+    does not answer, or a SQLite file that cannot be created, opened or written, is one line
+    within seconds, not minutes of MLflow's retries later. `create=False`: a SQLite store that
+    does not exist yet is an error rather than a new file."""
     uri = uri or tracking_uri()
     if uri.startswith(("http://", "https://")):
         try:
@@ -87,7 +94,51 @@ def connect(uri: str | None = None) -> None:
                 f"cannot reach the MLflow tracking server at {uri} ({reason}); start it, or unset "
                 "MLFLOW_TRACKING_URI to log to sqlite:///mlflow.db here"
             ) from None
+    elif uri.startswith("sqlite:"):
+        _open_sqlite_store(uri, create)
     mlflow.set_tracking_uri(uri)
+
+
+def _open_sqlite_store(uri: str, create: bool) -> None:
+    """Check the file, then let MLflow open (and, for a new file, create) the store while holding
+    a lock on its folder, so that two sweeps starting at once on a new store do not both create
+    its tables."""
+    path = Path(uri.removeprefix("sqlite:///")).absolute()
+    if path.is_dir():
+        raise InputError(f"{uri}: {path} is a folder, not an SQLite file")
+    if path.exists():
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30) as database:
+                verdict = database.execute("PRAGMA quick_check").fetchone()[0]
+        except sqlite3.Error as error:
+            raise InputError(f"{uri}: not a usable SQLite database ({error})") from None
+        if verdict != "ok":
+            raise InputError(f"{uri}: the SQLite database is damaged ({verdict})")
+        if not os.access(path, os.W_OK):
+            raise InputError(f"{uri}: the store is read-only")
+    elif not create:
+        raise InputError(f"{uri}: no MLflow store here yet (nothing has been logged to it)")
+    folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{uri}: cannot create the store: {folder} is not a writable folder")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"{uri}: cannot create the store's folder ({error.strerror})") from None
+    lock = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:  # sqlite3 fails at once where MLflow would retry for minutes
+            sqlite3.connect(path, timeout=30).close()
+        except sqlite3.Error as error:
+            raise InputError(f"{uri}: cannot create the store ({error})") from None
+        mlflow.MlflowClient(uri).search_experiments(max_results=1)  # opens the store; creates its tables if new
+    except InputError:
+        raise
+    except Exception as error:
+        raise InputError(f"{uri}: cannot open the MLflow store ({one_line(error)})") from None
+    finally:
+        os.close(lock)  # and with it the lock
 
 
 def use_experiment(name: str) -> str:
@@ -97,7 +148,13 @@ def use_experiment(name: str) -> str:
         artifacts = None
         if mlflow.get_tracking_uri().startswith("sqlite:"):
             artifacts = (Path.cwd() / "mlruns").as_uri()
-        experiment_id = mlflow.create_experiment(name, artifact_location=artifacts, tags=EXPERIMENT_KIND)
+        try:
+            experiment_id = mlflow.create_experiment(name, artifact_location=artifacts, tags=EXPERIMENT_KIND)
+        except mlflow.exceptions.MlflowException:  # another sweep created it a moment ago
+            experiment = mlflow.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+            experiment_id = experiment.experiment_id
     else:
         experiment_id = experiment.experiment_id
         for key, value in EXPERIMENT_KIND.items():
@@ -115,16 +172,79 @@ class RunIds:
 @contextmanager
 def trial_run(experiment: str, name: str) -> Iterator[RunIds]:
     """One trial's MLflow run, a child of the sweep's parent run when there is one. An error
-    inside marks it FAILED with an `error` tag saying why, and goes on up."""
-    connect()
-    use_experiment(experiment)
+    inside marks it FAILED with an `error` tag saying why (one line); a signal marks it KILLED;
+    either goes on up."""
     parent = os.environ.get(PARENT_RUN)
+    connect()
+    experiment_id = use_experiment(experiment)
+    if parent is None:  # a sweep's parent run did this for its children
+        kill_orphans(experiment_id)
     with mlflow.start_run(run_name=name, parent_run_id=parent, nested=parent is not None) as active:
-        try:
+        with stopping_as_killed():
+            mlflow.set_tags(_process_tags())
             yield RunIds(active.info.run_id, active.info.experiment_id)
-        except Exception as error:  # leaving the block marks the run FAILED; say why
-            mlflow.set_tag("error", f"{type(error).__name__}: {error}")
-            raise
+
+
+@contextmanager
+def stopping_as_killed() -> Iterator[None]:
+    """Inside the active run: a signal ends it KILLED, an error FAILED (when the run's context
+    exits), each with an `error` tag that says why in one line."""
+    try:
+        yield
+    except (Interrupted, KeyboardInterrupt) as signal:
+        mlflow.set_tag("error", str(signal) if isinstance(signal, Interrupted) else "interrupted by SIGINT")
+        mlflow.end_run("KILLED")
+        raise
+    except Exception as error:
+        mlflow.set_tag("error", one_line(error))
+        raise
+
+
+def _process_tags() -> dict[str, str]:
+    """Who runs this run: a later sweep can tell that its process died and mark it KILLED."""
+    return {
+        "sweep.host": socket.gethostname(),
+        "sweep.pid": str(os.getpid()),
+        "sweep.process_start": _started(os.getpid()),
+    }
+
+
+def _started(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), to tell a reused pid apart."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _is_alive(tags: Mapping[str, str]) -> bool:
+    """Whether the process that started a run (by its tags) still runs; True when unknown (another
+    host, or a run logged by something else)."""
+    if tags.get("sweep.host") != socket.gethostname() or not tags.get("sweep.pid", "").isdigit():
+        return True
+    pid = int(tags["sweep.pid"])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's process: alive
+    return _started(pid) == tags.get("sweep.process_start", "")
+
+
+def kill_orphans(experiment_id: str, runs: Sequence[Any] | None = None) -> int:
+    """Runs left RUNNING by a process that died (a crash in native code, kill -9): marked KILLED
+    with an `error` tag saying so. `runs`: only these (default: every RUNNING run of the
+    experiment). How many were marked."""
+    client = mlflow.MlflowClient()
+    if runs is None:
+        runs = client.search_runs([experiment_id], filter_string="attributes.status = 'RUNNING'", max_results=1000)
+    orphans = [r for r in runs if r.info.status == "RUNNING" and not _is_alive(r.data.tags)]
+    for run in orphans:
+        pid, host = run.data.tags.get("sweep.pid"), run.data.tags.get("sweep.host")
+        client.set_tag(run.info.run_id, "error", f"its process ({pid} on {host}) ended while the run was RUNNING")
+        client.set_terminated(run.info.run_id, "KILLED")
+    return len(orphans)
 
 
 def log_config(resolved: Mapping[str, Any], overrides: Sequence[str], choices: Mapping[str, str]) -> None:
@@ -137,24 +257,39 @@ def log_config(resolved: Mapping[str, Any], overrides: Sequence[str], choices: M
     mlflow.set_tags(environment_tags() | {"sweep.overrides": " ".join(overrides) or "default"})
 
 
-def start_sweep(experiment: str, overrides: Sequence[str]) -> str:
-    """Open the sweep's parent run; the trials launched from this process become its children."""
+def start_sweep(experiment: str, overrides: Sequence[str], objective: str) -> str:
+    """Open the sweep's parent run; the trials launched from this process become its children.
+    Runs an earlier, dead process left RUNNING in the experiment are marked KILLED first."""
     connect()
-    use_experiment(experiment)
+    experiment_id = use_experiment(experiment)
+    kill_orphans(experiment_id)
     parent = mlflow.start_run(run_name=f"sweep {' '.join(overrides)}")
-    mlflow.set_tags({"sweep.parent": "true", "sweep.overrides": " ".join(overrides)})
+    tags = {"sweep.parent": "true", "sweep.overrides": " ".join(overrides), "sweep.objective": objective}
+    mlflow.set_tags(tags | _process_tags())
     os.environ[PARENT_RUN] = parent.info.run_id
     return parent.info.run_id
 
 
-def finish_sweep(objective: str) -> tuple[pd.DataFrame | None, str] | None:
-    """Log the leaderboard on the parent run and close it: (leaderboard, experiment id), the
-    leaderboard indexed by each child's overrides, best `objective` first (None without
-    children); None when no sweep is open."""
+@dataclass(frozen=True)
+class SweepSummary:
+    experiment_id: str
+    leaderboard: pd.DataFrame | None  # by each child's overrides, best objective first; None without children
+    failed: list[tuple[str, str]]  # (overrides, error) of each combination that did not finish
+
+
+def finish_sweep(interrupted: Interrupted | None = None) -> SweepSummary | None:
+    """Close the sweep's parent run with the leaderboard of its children (best `sweep.objective`
+    first): FINISHED, or KILLED when `interrupted`. Children a dead process left RUNNING are
+    marked KILLED first. None when no sweep is open."""
     parent_id = os.environ.pop(PARENT_RUN, None)
     if parent_id is None:
         return None
-    children = mlflow.search_runs(filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
+    parent = mlflow.get_run(parent_id)
+    experiment_id, objective = parent.info.experiment_id, parent.data.tags.get("sweep.objective")
+    of_this_sweep = f"tags.mlflow.parentRunId = '{parent_id}'"
+    running = f"{of_this_sweep} and attributes.status = 'RUNNING'"
+    kill_orphans(experiment_id, mlflow.MlflowClient().search_runs([experiment_id], filter_string=running))
+    children = mlflow.search_runs([experiment_id], filter_string=of_this_sweep, order_by=["attributes.start_time ASC"])
     leaderboard = None
     if len(children):
         columns = [c for c in children.columns if c.startswith("metrics.") and not c.startswith("metrics.type/")]
@@ -164,9 +299,17 @@ def finish_sweep(objective: str) -> tuple[pd.DataFrame | None, str] | None:
         leaderboard.index.name = "overrides"
         if objective in leaderboard.columns:  # absent when every combination failed
             leaderboard = leaderboard.sort_values(objective, ascending=False, kind="stable")
-    experiment_id = mlflow.active_run().info.experiment_id
-    mlflow.end_run()
-    return leaderboard, experiment_id
+    unfinished = children[children["status"] != "FINISHED"] if len(children) else children
+    failed = [
+        (str(row.get("tags.sweep.overrides")), str(row.get("tags.error") or row["status"]))
+        for _, row in unfinished.iterrows()
+    ]
+    if interrupted is None:
+        mlflow.end_run()
+    else:
+        mlflow.set_tag("error", str(interrupted))
+        mlflow.end_run("KILLED")
+    return SweepSummary(experiment_id, leaderboard, failed)
 
 
 def ui_hint(experiment_id: str) -> list[str]:
@@ -194,8 +337,12 @@ def best_run(
     metric: str, experiment: str = DEFAULT_EXPERIMENT, sweep: str | None = None, maximize: bool = True
 ) -> BestRun:
     """The finished run with the best `metric` (only the children of parent run `sweep`, if given;
-    the earliest on ties)."""
-    connect()
+    the earliest on ties). Reading creates nothing: no store is an error."""
+    if not _METRIC_NAME.fullmatch(metric):
+        raise InputError(f"--metric {metric!r}: not a metric name (letters, digits and _ - . / : space)")
+    if sweep is not None and not _RUN_ID.fullmatch(sweep):
+        raise InputError(f"--sweep {sweep!r}: not an MLflow run id (32 hexadecimal digits)")
+    connect(create=False)
     found = mlflow.get_experiment_by_name(experiment)
     if found is None:
         raise InputError(f"no MLflow experiment named {experiment!r} at {tracking_uri()}")

@@ -9,22 +9,52 @@ that run before it goes on up. Nothing here knows about Hydra's command line (`s
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import MissingMandatoryValue
 
 from sweep import tracking
 from sweep.corpus import load_corpus
-from sweep.errors import InputError
 from sweep.golden import load_golden
 from sweep.metrics import DEFAULT_METRICS, Evaluation, score
 from sweep.metrics.abstention import Calibration, calibrate
 from sweep.pipeline import Pipeline
+from sweep.settings import NonEmpty, OneOf, Range, check_config
+
+log = logging.getLogger(__name__)
+METRIC = OneOf(DEFAULT_METRICS)
+
+
+@dataclass
+class AbstainSettings:
+    min_score: float | None = None  # return nothing when the top score is below this
+    calibrate_on: Annotated[str, METRIC] = "recall_at_5"  # the metric shown along the abstention curve
+
+
+@dataclass
+class GoldenSettings:
+    path: Annotated[str, NonEmpty()]  # questions: JSONL, YAML, TREC qrels or a BEIR folder
+    corpus: Annotated[str, NonEmpty()]  # documents: JSONL or a BEIR folder
+    split: Annotated[str, NonEmpty()] = "test"  # a BEIR folder's qrels/<split>.tsv
+
+
+@dataclass
+class Settings:
+    """The top-level settings of conf/config.yaml; the groups' settings are their classes'."""
+
+    chunk: int = 200  # checked where it is used: chunking.size
+    objective: Annotated[str, METRIC] = "ndcg_at_10"
+    depth: Annotated[int, Range(1, 100_000)] = 100
+    chunk_depth: Annotated[int, Range(1, 1_000_000)] = 400
+    abstain: AbstainSettings = field(default_factory=AbstainSettings)
+    golden: GoldenSettings | None = None
+    experiment: Annotated[str, NonEmpty()] = "golden-sweep"
+    cache_dir: Annotated[str, NonEmpty()] = ".cache/golden-sweep"
 
 
 @dataclass(frozen=True)
@@ -48,19 +78,24 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
     )
 
 
-def resolve(cfg: DictConfig) -> dict[str, Any]:
-    """The config with every interpolation resolved; a value left unset is bad input."""
-    try:
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    except MissingMandatoryValue as error:
-        raise InputError(f"{error.full_key} is not set: give it on the command line ({error.full_key}=...)") from None
+def check_settings(cfg: DictConfig) -> None:
+    """Every value before any work: one line naming the first bad one."""
+    check_config(cfg, Settings)
 
 
-def check_metric_settings(cfg: DictConfig) -> None:
-    for key in ("objective", "abstain.calibrate_on"):
-        name = OmegaConf.select(cfg, key)
-        if name not in DEFAULT_METRICS:
-            raise InputError(f"{key}={name} is not one of the computed metrics: {', '.join(DEFAULT_METRICS)}")
+def warn_about_costly_settings(cfg: DictConfig) -> None:
+    """Values that are allowed but quietly cost quality or time."""
+    if cfg.chunk_depth < cfg.depth:
+        log.warning(
+            "chunk_depth=%d is smaller than depth=%d: at most %d documents can be ranked, so metrics at deeper cutoffs are capped",
+            cfg.chunk_depth, cfg.depth, cfg.chunk_depth,
+        )  # fmt: skip
+    nprobe, nlist = OmegaConf.select(cfg, "model.index.nprobe"), OmegaConf.select(cfg, "model.index.nlist")
+    if nprobe is not None and nlist is not None and nprobe > nlist:
+        log.warning("index.nprobe=%d is larger than index.nlist=%d: it searches all %d lists", nprobe, nlist, nlist)
+    candidates = OmegaConf.select(cfg, "reranker.candidates")
+    if candidates is not None and candidates > cfg.chunk_depth:
+        log.warning("reranker.candidates=%d: only chunk_depth=%d hits reach the reranker", candidates, cfg.chunk_depth)
 
 
 def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrides: Sequence[str] = ()) -> Trial:
@@ -68,12 +103,14 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
     group's chosen option (logged as params); `overrides`: the command line that gave `cfg`."""
     name = " ".join(overrides) or "default"
     with tracking.trial_run(cfg.experiment, name) as mlflow_run:
-        tracking.log_config(resolve(cfg), overrides, choices or {})
-        check_metric_settings(cfg)
+        check_settings(cfg)
+        warn_about_costly_settings(cfg)
+        tracking.log_config(OmegaConf.to_container(cfg, resolve=True), overrides, choices or {})
+        pipeline = build_pipeline(cfg)  # cheap: models load when the pipeline first needs them
         corpus = load_corpus(cfg.golden.corpus)
         golden = load_golden(cfg.golden.path, corpus_ids=corpus.by_id, split=cfg.golden.split)
         tracking.log_golden_input(golden, corpus)
-        retrieval = build_pipeline(cfg).retrieve(corpus, golden, name=name)
+        retrieval = pipeline.retrieve(corpus, golden, name=name)
         start = time.perf_counter()
         evaluation = score(golden, retrieval.results)
         tracking.log_stats(retrieval.stats | {"time/metrics_s": time.perf_counter() - start})
