@@ -77,13 +77,18 @@ def small_kb(tmp_path_factory) -> tuple[Corpus, GoldenSet]:
     return corpus, load_golden(folder / "golden.jsonl", corpus_ids=corpus.by_id, warn=False)
 
 
-def sweep(cwd: Path, data: Path, *overrides: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def sweep_command(cwd: Path, data: Path, *overrides: str, env: dict | None = None) -> tuple[list[str], dict]:
+    """`python -m sweep OVERRIDES` on `data`, everything it writes under `cwd`: (argv, environment)."""
     args = [
         sys.executable, "-m", "sweep", *overrides,
         f"golden.path={data / 'golden.jsonl'}", f"golden.corpus={data / 'corpus.jsonl'}",
         f"cache_dir={cwd / 'cache'}", f"hydra.run.dir={cwd / 'outputs'}", f"hydra.sweep.dir={cwd / 'multirun'}",
     ]  # fmt: skip
-    environment = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | (env or {})
+    return args, {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | (env or {})
+
+
+def sweep(cwd: Path, data: Path, *overrides: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    args, environment = sweep_command(cwd, data, *overrides, env=env)
     return subprocess.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
 
 

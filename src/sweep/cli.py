@@ -38,7 +38,7 @@ from sweep import tracking
 from sweep.errors import InputError, Interrupted, bad_input, exit_2_on_bad_input, report_bad_input
 from sweep.report import default_console, print_calibration, print_evaluation, print_leaderboard, print_lines
 from sweep.settings import unknown_key
-from sweep.trial import Trial, check_settings, run_trial
+from sweep.trial import Trial, build_pipeline, check_settings, run_trial
 
 log = logging.getLogger("sweep")
 CONSOLE = default_console()
@@ -117,11 +117,16 @@ def preflight(argv: Sequence[str]) -> int:
         for overrides in combinations:
             where = f" (in the combination {' '.join(overrides)})" if len(combinations) > 1 else ""
             try:
-                check_settings(compose("config", overrides=overrides))
-            except (HydraException, OmegaConfBaseException) as error:
-                raise InputError(composition_error(error, overrides) + where) from None
-            except InputError as error:
-                raise InputError(f"{error}{where}") from None
+                cfg = compose("config", overrides=overrides)
+                check_settings(cfg)
+                build_pipeline(cfg)  # cheap (nothing loads yet), and it checks what spans settings
+            except Exception as error:
+                cause = bad_input(error)  # also when Hydra wraps what a constructor raised
+                if cause is not None:
+                    raise InputError(f"{cause}{where}") from None
+                if isinstance(error, (HydraException, OmegaConfBaseException)):
+                    raise InputError(composition_error(error, overrides) + where) from None
+                raise
     return len(combinations)
 
 

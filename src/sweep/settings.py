@@ -28,6 +28,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, is_dataclass
+from pathlib import Path
 from typing import Annotated, Any, TypeVar, Union
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -51,8 +52,12 @@ class Range:
 
     def __str__(self) -> str:
         if self.low is not None and self.high is not None:
-            return f"from {self.low:g} to {self.high:g}"
-        return f">= {self.low:g}" if self.low is not None else f"<= {self.high:g}"
+            return f"from {_number(self.low)} to {_number(self.high)}"
+        return f">= {_number(self.low)}" if self.low is not None else f"<= {_number(self.high)}"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,18 @@ class NonEmpty:
         return "not empty"
 
 
-Constraint = Range | OneOf | NonEmpty
+@dataclass(frozen=True)
+class Exists:
+    """A path to a file or folder that is there."""
+
+    def allows(self, value: Any) -> bool:
+        return bool(str(value).strip()) and Path(str(value)).expanduser().exists()
+
+    def __str__(self) -> str:
+        return "the path of an existing file or folder"
+
+
+Constraint = Range | OneOf | NonEmpty | Exists
 _KINDS: dict[type, str] = {
     bool: "true or false",
     int: "an integer",
@@ -114,7 +130,7 @@ def check_value(value: Any, hint: Any, key: str) -> None:
     kind = kinds[0]
     if not _is_kind(value, kind) or not all(c.allows(value) for c in constraints):
         described = [str(c) for c in constraints if not isinstance(c, NonEmpty)]
-        if not any(isinstance(c, OneOf) for c in constraints):  # "one of a, b" says the kind already
+        if not any(isinstance(c, (OneOf, Exists)) for c in constraints):  # they say the kind already
             empty = any(isinstance(c, NonEmpty) for c in constraints)
             described.insert(0, "a non-empty string" if empty and kind is str else _KINDS[kind])
         wanted = " ".join(described) + (", or null" if optional else "")
@@ -154,8 +170,9 @@ def unknown_key(key: str, known: Iterable[str], what: str = "a setting") -> str:
     """`key: not <what> (did you mean ...? known: ...)`."""
     name = key.rsplit(".", 1)[-1]
     known = sorted(known)
-    close = difflib.get_close_matches(name, known, n=1) or [k for k in known if k.startswith(name)][:1]
-    hint = f"did you mean {key[: len(key) - len(name)]}{close[0]}? " if close else ""
+    close = difflib.get_close_matches(name, known, n=1) or [k for k in known if k.startswith(name)]
+    prefix = key[: len(key) - len(name)]
+    hint = f"did you mean {' or '.join(prefix + k for k in close)}? " if close else ""
     return f"{key}: not {what} ({hint}known: {', '.join(known) or 'none'})"
 
 

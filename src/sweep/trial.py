@@ -24,7 +24,7 @@ from sweep.golden import load_golden
 from sweep.metrics import DEFAULT_METRICS, Evaluation, score
 from sweep.metrics.abstention import Calibration, calibrate
 from sweep.pipeline import Pipeline
-from sweep.settings import NonEmpty, OneOf, Range, check_config
+from sweep.settings import Exists, NonEmpty, OneOf, Range, check_config
 
 log = logging.getLogger(__name__)
 METRIC = OneOf(DEFAULT_METRICS)
@@ -38,8 +38,8 @@ class AbstainSettings:
 
 @dataclass
 class GoldenSettings:
-    path: Annotated[str, NonEmpty()]  # questions: JSONL, YAML, TREC qrels or a BEIR folder
-    corpus: Annotated[str, NonEmpty()]  # documents: JSONL or a BEIR folder
+    path: Annotated[str, Exists()]  # questions: JSONL, YAML, TREC qrels or a BEIR folder
+    corpus: Annotated[str, Exists()]  # documents: JSONL or a BEIR folder
     split: Annotated[str, NonEmpty()] = "test"  # a BEIR folder's qrels/<split>.tsv
 
 
