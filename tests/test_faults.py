@@ -130,6 +130,7 @@ def write(path: Path, data: bytes) -> Path:
     return path
 
 
+READERS = {"golden": load_golden, "run": Run.read, "corpus": load_corpus}
 GOOD_QUESTION = b'{"id": "q1", "question": "how many days of leave", "relevant": {"d1": 1}}\n'
 
 
@@ -137,74 +138,61 @@ GOOD_QUESTION = b'{"id": "q1", "question": "how many days of leave", "relevant":
     ("name", "data", "message"),
     [
         (
-            "g.jsonl",
+            "golden.jsonl",
             GOOD_QUESTION + b'{"id": "q2", "question": "caf\xe9", "relevant": {}}\n',
-            "g.jsonl:2: not UTF-8 text (byte 0xe9 at offset 103)",
+            "golden.jsonl:2: not UTF-8 text (byte 0xe9 at offset 103)",
         ),
         (
-            "g.yaml",
+            "golden.yaml",
             b'- id: q1\n  question: "caf\xe9"\n  relevant: {}\n',
-            "g.yaml:2: not UTF-8 text (byte 0xe9 at offset 25)",
+            "golden.yaml:2: not UTF-8 text (byte 0xe9 at offset 25)",
         ),
-        ("g.qrels", b"q1 0 d1 1\nq\xff 0 d2 1\n", "g.qrels:2: not UTF-8 text (byte 0xff at offset 11)"),
+        ("golden.qrels", b"q1 0 d1 1\nq\xff 0 d2 1\n", "golden.qrels:2: not UTF-8 text (byte 0xff at offset 11)"),
         (
-            "g.jsonl",
+            "golden.jsonl",
             b'{"id": "q1", "question": "x", "relevant": {"d1": Infinity}}\n',
-            "g.jsonl:1: question 'q1': grade of 'd1' is inf; expected an integer",
+            "golden.jsonl:1: question 'q1': grade of 'd1' is inf; expected an integer",
         ),
         (
-            "g.jsonl",
+            "golden.jsonl",
             b'{"id": "q1", "question": "x", "relevant": {"d1": NaN}}\n',
-            "g.jsonl:1: question 'q1': grade of 'd1' is nan; expected an integer",
+            "golden.jsonl:1: question 'q1': grade of 'd1' is nan; expected an integer",
         ),
         (
-            "g.jsonl",
+            "golden.jsonl",
             b'{"id": "q1", "question": "x", "relevant": {"d1": 1000000000}}\n',
-            "g.jsonl:1: question 'q1': grade of 'd1' is 1000000000; grades go from 0 to 100",
+            "golden.jsonl:1: question 'q1': grade of 'd1' is 1000000000; grades go from 0 to 100",
         ),
         (
-            "g.jsonl",
+            "golden.jsonl",
             b'{"id": "q1", "question": "x", "relevant": {"d1": 2.5}}\n',
-            "g.jsonl:1: question 'q1': grade of 'd1' is 2.5; expected an integer",
+            "golden.jsonl:1: question 'q1': grade of 'd1' is 2.5; expected an integer",
         ),
         (
-            "g.qrels",
+            "golden.qrels",
             b"q1 0 d1 99999999999999999999\n",
-            "g.qrels:1: grade 99999999999999999999 is out of range (-100 to 100)",
+            "golden.qrels:1: grade 99999999999999999999 is out of range (-100 to 100)",
         ),
         (
-            "g.jsonl",
+            "golden.jsonl",
             b'{"id": "q1", "question": "x", "relevant": null}\n',
-            "g.jsonl:1: question 'q1' has relevant: null; expected a mapping",
+            "golden.jsonl:1: question 'q1' has relevant: null; expected a mapping",
         ),
         (
-            "g.jsonl",
+            "golden.jsonl",
             b'{"id": "q1", "question": "x", "relevant": {}, "filters": null}\n',
-            "g.jsonl:1: question 'q1' has filters: null",
+            "golden.jsonl:1: question 'q1' has filters: null",
         ),
         (
-            "g.jsonl",
+            "golden.jsonl",
             b'{"id": "q1", "question": "x", "relevant": {}, "filter": {"department": "HR"}}\n',
-            "g.jsonl:1: question 'q1' has a key 'filter' it does not know (did you mean 'filters'?",
+            "golden.jsonl:1: question 'q1' has a key 'filter' it does not know (did you mean 'filters'?",
         ),
         (
-            "g.jsonl",
+            "golden.jsonl",
             b'{"id": "q1", "qestion": "x", "relevant": {}}\n',
-            "g.jsonl:1: question 'q1' has a key 'qestion' it does not know (did you mean 'question'?",
+            "golden.jsonl:1: question 'q1' has a key 'qestion' it does not know (did you mean 'question'?",
         ),
-    ],
-)
-def test_a_bad_golden_file_names_file_line_and_problem(tmp_path, name, data, message):
-    path = write(tmp_path / name, data)
-    with pytest.raises(InputError) as raised:
-        load_golden(path)
-    assert str(raised.value).removeprefix(f"{tmp_path}/").startswith(message)
-    assert path.read_bytes() == data  # read, never rewritten
-
-
-@pytest.mark.parametrize(
-    ("name", "data", "message"),
-    [
         ("run.trec", b"q1 Q0 d1 1 2.0 t\nq1 Q0 d\xfe 2 1.0 t\n", "run.trec:2: not UTF-8 text (byte 0xfe at offset 24)"),
         ("run.trec", b"q1 Q0 d1 1 inf t\n", "run.trec:1: score is inf; scores must be finite numbers"),
         (
@@ -234,11 +222,12 @@ def test_a_bad_golden_file_names_file_line_and_problem(tmp_path, name, data, mes
         ),
     ],
 )
-def test_a_bad_run_or_corpus_file_names_file_line_and_problem(tmp_path, name, data, message):
+def test_a_bad_input_file_names_file_line_and_problem(tmp_path, name, data, message):
     path = write(tmp_path / name, data)
     with pytest.raises(InputError) as raised:
-        load_corpus(path) if name.startswith("corpus") else Run.read(path)
+        READERS[name.split(".")[0]](path)
     assert str(raised.value).removeprefix(f"{tmp_path}/").startswith(message)
+    assert path.read_bytes() == data  # read, never rewritten
 
 
 def test_a_folder_where_a_file_belongs_says_so(tmp_path):

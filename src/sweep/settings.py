@@ -121,9 +121,9 @@ def check_value(value: Any, hint: Any, key: str) -> None:
     options = typing.get_args(base) if typing.get_origin(base) in (Union, types.UnionType) else (base,)
     optional = type(None) in options
     kinds = [kind for kind in options if kind in _KINDS]
-    if (
-        value is None and optional or not kinds
-    ):  # None where allowed; an object (a nested component) is not ours to check
+    if value is None and optional:
+        return
+    if not kinds:  # an object (a nested component) is not ours to check
         return
     if any(isinstance(value, other) for other in options if isinstance(other, type) and other not in _KINDS):
         return  # e.g. a Path where `str | Path` is declared
