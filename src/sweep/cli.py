@@ -108,16 +108,16 @@ def preflight(argv: Sequence[str]) -> int:
         try:
             parser.parse_overrides([override])
         except HydraException as error:
-            raise InputError(f"{override}: cannot be read as an override ({one_line(error)})") from None
+            raise InputError(f"{override}: cannot be read as an override ({joined_lines(error)})") from None
     parsed = parser.parse_overrides(args.overrides)
     if args.multirun and any(o.get_key_element().startswith(("hydra/sweeper", "hydra.sweeper")) for o in parsed):
         return 0  # another sweeper chooses the combinations; each is checked when it runs
     combinations = BasicSweeper.split_arguments(parsed, None)[0] if args.multirun else [list(args.overrides)]
     with initialize_config_module(version_base="1.3", config_module="sweep.conf"):
-        for overrides in combinations:
-            where = f" (in the combination {' '.join(overrides)})" if len(combinations) > 1 else ""
+        for combination in combinations:
+            where = f" (in the combination {' '.join(combination)})" if len(combinations) > 1 else ""
             try:
-                cfg = compose("config", overrides=overrides)
+                cfg = compose("config", overrides=combination)
                 check_settings(cfg)
                 build_pipeline(cfg)  # cheap (nothing loads yet), and it checks what spans settings
             except Exception as error:
@@ -125,7 +125,7 @@ def preflight(argv: Sequence[str]) -> int:
                 if cause is not None:
                     raise InputError(f"{cause}{where}") from None
                 if isinstance(error, (HydraException, OmegaConfBaseException)):
-                    raise InputError(composition_error(error, overrides) + where) from None
+                    raise InputError(composition_error(error, combination) + where) from None
                 raise
     return len(combinations)
 
@@ -144,10 +144,11 @@ def composition_error(error: Exception, overrides: Sequence[str]) -> str:
         node = OmegaConf.select(base, parent) if parent else base
         known = [str(k) for k in node.keys() if not str(k).startswith("_")] if isinstance(node, DictConfig) else []
         return f"{unknown_key(key, known)}; to add a key of your own: +{key}=..."
-    return one_line(error)
+    return joined_lines(error)
 
 
-def one_line(error: Exception) -> str:
+def joined_lines(error: Exception) -> str:
+    """A several-line Hydra message on one line, without its debugging lines."""
     lines = [line.strip() for line in str(error).splitlines()]
     return "; ".join(
         line for line in lines if line and not line.startswith(("full_key:", "object_type=", "See https://"))
