@@ -83,7 +83,11 @@ def stop(interrupted: Interrupted, combinations: int) -> None:
     run KILLED with the leaderboard of what finished, say so in one line, exit 128 + signal."""
     for number in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut this short
         signal.signal(number, signal.SIG_IGN)
-    summary = tracking.finish_sweep(interrupted)
+    try:
+        summary = tracking.finish_sweep(interrupted)
+    except Exception as error:  # the signal cut into MLflow's own write; the next sweep marks the runs KILLED
+        log.warning("could not close the sweep's run (%s)", error)
+        summary = None
     if summary is None:
         print(f"error: {interrupted}; the run in progress is marked KILLED", file=sys.stderr)
     else:

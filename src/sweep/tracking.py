@@ -11,6 +11,7 @@ metric names may not contain `@`; ours never do.
 from __future__ import annotations
 
 import fcntl
+import logging
 import math
 import os
 import re
@@ -38,6 +39,7 @@ from sweep.metrics import Evaluation
 from sweep.metrics.abstention import Calibration
 from sweep.runs import Run
 
+log = logging.getLogger(__name__)
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "golden-sweep"
 PARENT_RUN = "SWEEP_PARENT_RUN_ID"  # set by the sweep's parent run for the trials it launches
@@ -179,9 +181,11 @@ def trial_run(experiment: str, name: str) -> Iterator[RunIds]:
     experiment_id = use_experiment(experiment)
     if parent is None:  # a sweep's parent run did this for its children
         kill_orphans(experiment_id)
-    with mlflow.start_run(run_name=name, parent_run_id=parent, nested=parent is not None) as active:
+    # the process tags come with the run itself: a kill -9 a moment later still leaves them
+    with mlflow.start_run(
+        run_name=name, parent_run_id=parent, nested=parent is not None, tags=_process_tags()
+    ) as active:
         with stopping_as_killed():
-            mlflow.set_tags(_process_tags())
             yield RunIds(active.info.run_id, active.info.experiment_id)
 
 
@@ -192,8 +196,11 @@ def stopping_as_killed() -> Iterator[None]:
     try:
         yield
     except (Interrupted, KeyboardInterrupt) as signal:
-        mlflow.set_tag("error", str(signal) if isinstance(signal, Interrupted) else "interrupted by SIGINT")
-        mlflow.end_run("KILLED")
+        try:
+            mlflow.set_tag("error", str(signal) if isinstance(signal, Interrupted) else "interrupted by SIGINT")
+            mlflow.end_run("KILLED")
+        except Exception:  # the signal cut into MLflow's own write: the next sweep marks the run KILLED
+            log.warning("could not mark the interrupted run KILLED; the next run on this store will")
         raise
     except Exception as error:
         mlflow.set_tag("error", one_line(error))
@@ -263,9 +270,8 @@ def start_sweep(experiment: str, overrides: Sequence[str], objective: str) -> st
     connect()
     experiment_id = use_experiment(experiment)
     kill_orphans(experiment_id)
-    parent = mlflow.start_run(run_name=f"sweep {' '.join(overrides)}")
     tags = {"sweep.parent": "true", "sweep.overrides": " ".join(overrides), "sweep.objective": objective}
-    mlflow.set_tags(tags | _process_tags())
+    parent = mlflow.start_run(run_name=f"sweep {' '.join(overrides)}", tags=tags | _process_tags())
     os.environ[PARENT_RUN] = parent.info.run_id
     return parent.info.run_id
 
