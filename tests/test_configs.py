@@ -4,6 +4,7 @@ embedded), and agrees with the defaults its class declares, so a broken YAML fai
 from __future__ import annotations
 
 import inspect
+from dataclasses import MISSING, fields
 from importlib import resources
 
 import pytest
@@ -14,8 +15,11 @@ from conftest import compose_config
 from sweep.chunking import TokenChunker
 from sweep.filters import Filter
 from sweep.index import FaissIndex
+from sweep.pipeline import Pipeline
 from sweep.rerank import Reranker
 from sweep.retriever import Retriever
+from sweep.settings import schema_defaults
+from sweep.trial import Settings
 
 CONF = resources.files("sweep.conf")
 GROUPS = {
@@ -74,3 +78,17 @@ def test_option_values_agree_with_the_class_defaults(group, option):
             assert node[key] == default, (
                 f"{group}/{option}.yaml: {key}={node[key]}, but {node._target_} defaults to {default}"
             )
+
+
+def test_top_level_values_agree_with_the_settings_schema_and_the_pipeline():
+    """config.yaml, `sweep.trial.Settings` and `Pipeline` say the same defaults."""
+    config = OmegaConf.load(CONF.joinpath("config.yaml"))
+    declared = schema_defaults(Settings)
+    for key, default in declared.items():
+        if default is MISSING or key not in config or OmegaConf.is_interpolation(config, key):
+            continue
+        assert OmegaConf.select(config, key) == default, f"config.yaml: {key} is not the declared default {default}"
+    pipeline = {f.name: f.default for f in fields(Pipeline)}
+    assert (pipeline["depth"], pipeline["chunk_depth"], pipeline["min_score"]) == (
+        declared["depth"], declared["chunk_depth"], declared["abstain.min_score"],
+    )  # fmt: skip

@@ -91,7 +91,6 @@ class Exists:
         return "the path of an existing file or folder"
 
 
-Constraint = Range | OneOf | NonEmpty | Exists
 _KINDS: dict[type, str] = {
     bool: "true or false",
     int: "an integer",
