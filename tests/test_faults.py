@@ -30,7 +30,7 @@ from sweep.embed import EmbeddingCache
 from sweep.errors import InputError
 from sweep.golden import load_golden
 from sweep.runs import Run
-from sweep.tracking import kill_orphans
+from sweep.tracking import kill_orphans, process_tags
 from sweep.trial import warn_about_costly_settings
 
 
@@ -407,14 +407,7 @@ def test_runs_of_a_dead_process_are_marked_killed_and_live_ones_are_not(tmp_path
     dead = client.create_run(
         experiment, tags={"sweep.host": host, "sweep.pid": str(dead_pid()), "sweep.process_start": "1"}
     )
-    alive = client.create_run(
-        experiment,
-        tags={
-            "sweep.host": host,
-            "sweep.pid": str(os.getpid()),
-            "sweep.process_start": Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()[19],
-        },
-    )
+    alive = client.create_run(experiment, tags=process_tags())  # this very process
     elsewhere = client.create_run(experiment, tags={"sweep.host": "another-host", "sweep.pid": "1"})
     mlflow.set_tracking_uri(store)
     try:

@@ -183,7 +183,7 @@ def trial_run(experiment: str, name: str) -> Iterator[RunIds]:
         kill_orphans(experiment_id)
     # the process tags come with the run itself: a kill -9 a moment later still leaves them
     with mlflow.start_run(
-        run_name=name, parent_run_id=parent, nested=parent is not None, tags=_process_tags()
+        run_name=name, parent_run_id=parent, nested=parent is not None, tags=process_tags()
     ) as active:
         with stopping_as_killed():
             yield RunIds(active.info.run_id, active.info.experiment_id)
@@ -207,7 +207,7 @@ def stopping_as_killed() -> Iterator[None]:
         raise
 
 
-def _process_tags() -> dict[str, str]:
+def process_tags() -> dict[str, str]:
     """Who runs this run: a later sweep can tell that its process died and mark it KILLED."""
     return {
         "sweep.host": socket.gethostname(),
@@ -271,7 +271,7 @@ def start_sweep(experiment: str, overrides: Sequence[str], objective: str) -> st
     experiment_id = use_experiment(experiment)
     kill_orphans(experiment_id)
     tags = {"sweep.parent": "true", "sweep.overrides": " ".join(overrides), "sweep.objective": objective}
-    parent = mlflow.start_run(run_name=f"sweep {' '.join(overrides)}", tags=tags | _process_tags())
+    parent = mlflow.start_run(run_name=f"sweep {' '.join(overrides)}", tags=tags | process_tags())
     os.environ[PARENT_RUN] = parent.info.run_id
     return parent.info.run_id
 
