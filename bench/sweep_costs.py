@@ -112,7 +112,7 @@ def inputs_and_chunking() -> float:
 
     def work() -> None:
         corpus = load_corpus(CORPUS)
-        load_golden(GOLDEN, corpus_ids=corpus.by_id, split="test", warn=False)
+        load_golden(GOLDEN, corpus, split="test", warn=False)
         TokenChunker(200, overlap=32).split(corpus)
 
     return timed(work)[0]

@@ -12,7 +12,7 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
-from sweep.corpus import Corpus, load_corpus
+from sweep.corpus import Corpus, Document, load_corpus
 from sweep.golden import GoldenSet, Question, load_golden
 from sweep.runs import Run
 
@@ -27,6 +27,11 @@ def golden_of(relevant: Mapping[str, Mapping[str, int]], types: Mapping[str, str
             Question(qid, f"question {qid}", dict(rel), type=types.get(qid, "untyped")) for qid, rel in relevant.items()
         )
     )
+
+
+def corpus_of(*ids: str, text: str = "some text") -> Corpus:
+    """A corpus of the given document ids, each with the same text."""
+    return Corpus(tuple(Document(doc_id, text) for doc_id in ids))
 
 
 def ranked(rankings: Mapping[str, Sequence[str]]) -> Run:
@@ -74,7 +79,7 @@ def small_kb(tmp_path_factory) -> tuple[Corpus, GoldenSet]:
     """The Finance and IT documents (28), the questions about them and 3 unanswerable ones."""
     folder = write_kb_slice(tmp_path_factory.mktemp("small-kb"), {"Finance", "IT"})
     corpus = load_corpus(folder / "corpus.jsonl")
-    return corpus, load_golden(folder / "golden.jsonl", corpus_ids=corpus.by_id, warn=False)
+    return corpus, load_golden(folder / "golden.jsonl", corpus, warn=False)
 
 
 def sweep_command(cwd: Path, data: Path, *overrides: str, env: dict | None = None) -> tuple[list[str], dict]:

@@ -6,6 +6,7 @@ import json
 import logging
 from pathlib import Path
 
+from sweep.corpus import load_corpus
 from sweep.golden import load_golden
 
 KB = Path(__file__).resolve().parents[1] / "data" / "kb"
@@ -23,9 +24,8 @@ def matches(metadata: dict, filters: dict) -> bool:
 
 
 def test_golden_set_validates_without_errors_or_warnings(caplog):
-    documents = corpus()
     with caplog.at_level(logging.WARNING):
-        golden = load_golden(KB / "golden.jsonl", corpus_ids=documents)
+        golden = load_golden(KB / "golden.jsonl", load_corpus(KB / "corpus.jsonl"))
     assert not caplog.records
     stats = golden.stats()
     assert 120 <= stats["questions"] <= 180

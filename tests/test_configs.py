@@ -12,7 +12,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
 from conftest import compose_config
-from sweep.chunking import TokenChunker
+from sweep.chunking import Chunker
 from sweep.filters import Filter
 from sweep.index import FaissIndex
 from sweep.pipeline import Pipeline
@@ -24,7 +24,7 @@ from sweep.trial import Settings
 CONF = resources.files("sweep.conf")
 GROUPS = {
     "model": Retriever,
-    "chunking": TokenChunker,
+    "chunking": Chunker,
     "index": FaissIndex,
     "filter": Filter,
     "reranker": Reranker,
@@ -34,6 +34,7 @@ NEEDS = {  # options that cannot run without a value only the user has
     ("model", "custom"): ["model._target_=sweep.lexical.BM25Retriever"],
     ("reranker", "cross_encoder"): ["reranker.model={folder}"],
     ("golden", "beir"): ["golden.path={folder}"],
+    ("golden", "chunking_eval"): ["golden.path={folder}"],
 }
 OPTIONS = sorted(
     (group, path.name.removesuffix(".yaml"))
@@ -54,7 +55,7 @@ def test_option_instantiates(group, option, tmp_path):
     OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
     node = cfg[group]
     if "_target_" not in node:  # golden: paths, not an object
-        assert set(node) == {"path", "corpus", "split"}
+        assert {"path", "corpus", "split"} <= set(node) <= {"path", "corpus", "split", "corpus_ids"}
         return
     built = instantiate(node, _convert_="all")
     if GROUPS[group] is not None:
@@ -89,6 +90,6 @@ def test_top_level_values_agree_with_the_settings_schema_and_the_pipeline():
             continue
         assert OmegaConf.select(config, key) == default, f"config.yaml: {key} is not the declared default {default}"
     pipeline = {f.name: f.default for f in fields(Pipeline)}
-    assert (pipeline["depth"], pipeline["chunk_depth"], pipeline["min_score"]) == (
-        declared["depth"], declared["chunk_depth"], declared["abstain.min_score"],
+    assert (pipeline["depth"], pipeline["chunk_depth"], pipeline["min_score"], pipeline["context_depth"]) == (
+        declared["depth"], declared["chunk_depth"], declared["abstain.min_score"], max(declared["context.k"]),
     )  # fmt: skip

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 
 import pytest
 
+from conftest import corpus_of
 from sweep.errors import InputError
 from sweep.golden import load_golden
 
@@ -30,7 +32,9 @@ def write_jsonl(path, records):
 
 
 def test_jsonl_round_trip_and_stats(tmp_path):
-    golden = load_golden(write_jsonl(tmp_path / "g.jsonl", GOOD), corpus_ids={"d1", "d2", "d3", "d4", "d9"}, warn=False)
+    golden = load_golden(
+        write_jsonl(tmp_path / "g.jsonl", GOOD), corpus=corpus_of("d1", "d2", "d3", "d4", "d9"), warn=False
+    )
     assert [q.id for q in golden] == ["q1", "q2", "3", "q4"]
     assert golden.by_id["q2"].relevant == {"d3": 1}  # a list means grade 1 each
     assert golden.by_id["q2"].filters == {"department": "Finance"}
@@ -97,7 +101,7 @@ def test_beir_folder_with_crlf_keeps_only_queries_in_the_split(tmp_path):
 )
 def test_validation_errors_name_file_line_and_problem(tmp_path, lines, message):
     with pytest.raises(InputError, match=message):
-        load_golden(write_jsonl(tmp_path / "g.jsonl", lines), corpus_ids={"d1", "d2", "d3", "d9"}, warn=False)
+        load_golden(write_jsonl(tmp_path / "g.jsonl", lines), corpus=corpus_of("d1", "d2", "d3", "d9"), warn=False)
 
 
 def test_yaml_errors_carry_the_line(tmp_path):
@@ -138,3 +142,100 @@ def test_size_and_balance_are_warnings_not_errors(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         load_golden(write_jsonl(tmp_path / "ok.jsonl", balanced))
     assert not caplog.records
+
+
+# ---------------------------------------------------------------- evidence
+
+CONTENT = "Annual leave\n\nNew hires get 25  days\nof leave. Part-time staff get a share. Part-time staff get a share."
+
+
+def evidence_golden(tmp_path, evidence, relevant=None):
+    record = {"id": "q1", "question": "how much leave?", "relevant": relevant or {"d1": 2}, "evidence": evidence}
+    return write_jsonl(tmp_path / "g.jsonl", [{"id": "q0", "question": "first line", "relevant": {}}, record])
+
+
+def test_excerpts_resolve_to_spans_verbatim_then_whitespace_insensitively(tmp_path):
+    corpus = corpus_of("d1", text=CONTENT)
+    evidence = {"d1": ["Annual leave", "New hires get 25 days of leave.", {"start": 0, "end": 6, "text": "Annual"}]}
+    golden = load_golden(evidence_golden(tmp_path, evidence), corpus=corpus, warn=False)
+    spans = golden.by_id["q1"].evidence["d1"]
+    # "Annual" lies inside "Annual leave": merged; the second excerpt matched across "  " and "\n"
+    assert [(s.start, s.end) for s in spans] == [(0, 12), (14, 46)]
+    assert CONTENT[14:46] == "New hires get 25  days\nof leave."
+    assert golden.by_id["q1"].evidence_chars == 12 + 32
+    assert golden.stats()["with_evidence"] == 1
+
+
+@pytest.mark.parametrize(
+    ("evidence", "relevant", "message"),
+    [
+        (
+            {"d1": ["New hires get 30 days"]},
+            None,
+            r"g.jsonl:2: question 'q1': evidence for 'd1': excerpt 'New hires get 30 days' is not in the document",
+        ),
+        (
+            {"d1": ["Part-time staff get a share."]},
+            None,
+            r"g.jsonl:2: .* occurs 2 times in the document \(at characters 47, 76\); lengthen it or give a span",
+        ),
+        (
+            {"d1": [{"start": 0, "end": 500}]},
+            None,
+            r"g.jsonl:2: .* span 0-500 ends after the document \(104 characters\)",
+        ),
+        (
+            {"d1": [{"start": 0, "end": 6, "text": "Yearly"}]},
+            None,
+            r"g.jsonl:2: .* span 0-6 is 'Annual' in the document, not 'Yearly'",
+        ),
+        ({"d1": [{"start": 9, "end": 3}]}, None, r"g.jsonl:2: .* span start 9 is not before end 3"),
+        (
+            {"d1": [{"start": 0, "stop": 3}]},
+            None,
+            r"g.jsonl:2: question 'q1': evidence for 'd1' has a key 'stop' it does not know \(known: end, start, text\)",
+        ),
+        ({"d1": [""]}, None, r"g.jsonl:2: question 'q1': evidence for 'd1' has an empty excerpt"),
+        ({"d1": [7]}, None, r"g.jsonl:2: .* 7 is neither an excerpt \(string\) nor a span"),
+        (
+            {"d2": ["Annual"]},
+            {"d1": 2, "d2": 0},
+            r"g.jsonl:2: question 'q1' has evidence in 'd2', which its 'relevant' does not mark relevant",
+        ),
+        (["Annual"], None, r"g.jsonl:2: question 'q1' has 'evidence' that is not a mapping"),
+    ],
+)
+def test_bad_evidence_names_file_line_and_excerpt(tmp_path, evidence, relevant, message):
+    corpus = corpus_of("d1", "d2", text=CONTENT)
+    with pytest.raises(InputError, match=message):
+        load_golden(evidence_golden(tmp_path, evidence, relevant), corpus=corpus, warn=False)
+
+
+def test_chunking_benchmark_folder(tmp_path):
+    (tmp_path / "corpora").mkdir()
+    text = "First line.\nThe answer is here.\n"
+    (tmp_path / "corpora" / "notes.md").write_text(text, encoding="utf-8")
+    references = json.dumps([{"content": "The answer is here.", "start_index": 12, "end_index": 31}])
+    multiline = json.dumps([{"content": "First", "start_index": 0, "end_index": 5}])
+    rows = [
+        ["question", "references", "corpus_id"],
+        ["Where?", references, "notes"],
+        ["Two\nlines?", multiline, "notes"],
+    ]
+    with (tmp_path / "questions_df.csv").open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+    corpus = corpus_of("notes", text=text)
+    golden = load_golden(tmp_path, corpus=corpus, warn=False)
+    assert [q.id for q in golden] == ["0", "1"]
+    assert golden.by_id["0"].type == "notes" and golden.by_id["0"].relevant == {"notes": 1}
+    assert [(s.start, s.end) for s in golden.by_id["0"].evidence["notes"]] == [(12, 31)]
+    bad = json.dumps([{"content": "The answer", "start_index": 0, "end_index": 10}])
+    rows.append(["Bad?", bad, "notes"])
+    with (tmp_path / "questions_df.csv").open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+    # the row after a two-line question starts on line 5
+    with pytest.raises(
+        InputError,
+        match=r"questions_df.csv:5: question '2': evidence for 'notes': span 0-10 is 'First line' in the document, not 'The answer'",
+    ):
+        load_golden(tmp_path, corpus=corpus, warn=False)

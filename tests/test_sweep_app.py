@@ -33,11 +33,14 @@ CHILD_METRICS = {
     "latency/search_ms_p50", "latency/search_ms_p95", "corpus/chunks", "time/rerank_s", "filter/restricted_share",
     "time/build_s", "time/model_load_s", "embed/cache_hit", "index/bytes", "corpus/truncated_share",
     "abstain/suggested_min_score", "abstain/at_suggested/recall_at_5", "abstain/at_suggested/abstain/correct_rate",
+    "context/n", "context/recall_at_5", "context/precision_at_10", "context/iou_at_1", "context/complete_at_3",
+    "context/tokens_at_5", "context/precision_omega", "type/factoid/context/recall_at_5", "time/context_metrics_s",
 }  # fmt: skip
 ARTIFACTS = {
     "config/resolved.yaml", "config/overrides.yaml", "tables/per_query.json", "tables/per_type.json",
     "tables/worst_queries.json", "plots/recall_at_k.png", "plots/ndcg_at_10_per_type.png", "run.trec",
-    "tables/abstention_curve.json", "plots/abstention_calibration.png",
+    "tables/abstention_curve.json", "plots/abstention_calibration.png", "tables/retrieved_chunks.json",
+    "tables/worst_context.json",
 }  # fmt: skip
 
 
@@ -328,3 +331,60 @@ def test_chunks_and_truncation_are_measured_by_the_configured_model(tmp_path, sm
     )
     default = build_pipeline(compose_config("chunk=200", *data)).retrieve(corpus, golden)
     assert default.stats["corpus/truncated_share"] == 0.0 and lengths.max() <= 256  # the same chunks fit MiniLM's 256
+
+
+@pytest.mark.slow
+def test_context_metrics_recompute_from_the_delivered_chunks_artifact(tmp_path, small_kb_files):
+    result = sweep(tmp_path, small_kb_files, "chunk=64", "context.k=[1,4]")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Context: the top k chunks of" in result.stdout and "Worst questions by context/recall_at_4" in result.stdout
+    client, (run,) = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    delivered = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/tables/retrieved_chunks.json")
+    corpus = load_corpus(small_kb_files / "corpus.jsonl")
+    golden = load_golden(small_kb_files / "golden.jsonl", corpus, warn=False)
+    assert delivered.keys() == golden.by_id.keys()
+    # recompute recall and precision at 4 from the artifact alone: characters, per question
+    recalls, precisions = [], []
+    for question in golden:
+        if not question.evidence:
+            continue
+        chunks = delivered[question.id][:4]
+        assert len(chunks) == 4 and all(c["score"] >= n["score"] for c, n in zip(chunks, chunks[1:]))
+        for c in chunks:
+            assert corpus.by_id[c["doc"]].content[c["start"] : c["end"]].strip()
+        covered = {
+            (doc, i)
+            for c in chunks
+            for doc, spans in question.evidence.items()
+            if doc == c["doc"]
+            for span in spans
+            for i in range(max(span.start, c["start"]), min(span.end, c["end"]))
+        }
+        recalls.append(len(covered) / question.evidence_chars)
+        precisions.append(len(covered) / sum(c["end"] - c["start"] for c in chunks))
+    metrics = run.data.metrics
+    assert metrics["context/n"] == len(recalls) > 0
+    assert metrics["context/recall_at_4"] == pytest.approx(sum(recalls) / len(recalls))
+    assert metrics["context/precision_at_4"] == pytest.approx(sum(precisions) / len(precisions))
+    assert 0 < metrics["context/recall_at_1"] <= metrics["context/recall_at_4"] <= 1
+
+
+@pytest.mark.slow
+def test_an_excerpt_not_in_its_document_is_exit_2_naming_file_and_line(tmp_path, small_kb_files):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "corpus.jsonl").write_text((small_kb_files / "corpus.jsonl").read_text())
+    golden = (small_kb_files / "golden.jsonl").read_text()
+    doc = json.loads(golden.splitlines()[0])["relevant"]
+    first = next(iter(doc))
+    extra = {
+        "id": "zz9",
+        "question": "?",
+        "relevant": {first: 2},
+        "evidence": {first: ["Words the document never says"]},
+    }
+    (data / "golden.jsonl").write_text(golden + json.dumps(extra) + "\n")
+    result = sweep(tmp_path, data, "model=bm25")
+    line = len(golden.splitlines()) + 1
+    message = f"golden.jsonl:{line}: question 'zz9': evidence for '{first}': excerpt 'Words the document never says' is not in the document"
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr

@@ -1,16 +1,31 @@
 """Golden sets: questions with graded relevance labels.
 
-Reads the formats DESIGN.md names (JSON Lines, YAML, a BEIR folder) and TREC qrels
-(`qid 0 docid grade`), validates them, and exposes the judgments as a table for the
-metrics. Errors raise `InputError` with `file:line: problem`; size and balance problems
-are only warnings.
+Reads the formats DESIGN.md names (JSON Lines, YAML, a BEIR folder), TREC qrels
+(`qid 0 docid grade`) and Chroma's chunking benchmark (a folder with `questions_df.csv`),
+validates them, and exposes the judgments as a table for the metrics. Errors raise
+`InputError` with `file:line: problem`; size and balance problems are only warnings.
+
+Evidence: a question may say, per relevant document, which text answers it, as verbatim
+excerpts and/or character spans of the document's `content` (what is chunked):
+
+    "evidence": {"hr-leave-policy": ["New hires get 25 days", {"start": 120, "end": 164}]}
+
+Given the corpus, the loader resolves every excerpt to its span. An excerpt is looked up
+verbatim first, then with any run of whitespace matching any other (a line break in the
+document where the label has a space); it must occur exactly once, so a label always means
+one place (lengthen it, or give a span, when it repeats). A span may carry `"text"`, which
+must equal the document's characters there. Spans of one document are merged, so evidence
+is a set of characters per document; chunk relevance follows from it for any chunking.
 """
 
 from __future__ import annotations
 
+import csv
+import json
 import logging
+import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -19,6 +34,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from sweep.corpus import Corpus
 from sweep.errors import InputError, where
 from sweep.records import FirstSeen, check_keys, first_line, identifier, json_lines, not_utf8, sniff, text_lines
 
@@ -28,7 +44,24 @@ MAX_GRADE = 100  # grades are integers up to this; TREC qrels may also go as low
 RECOMMENDED_SIZE = (50, 200)
 RECOMMENDED_UNANSWERABLE_SHARE = (0.10, 0.20)
 UNTYPED = "untyped"
-_QUESTION_KEYS = {"id", "question", "type", "relevant", "filters", "tags", "metadata"}
+_QUESTION_KEYS = {"id", "question", "type", "relevant", "evidence", "filters", "tags", "metadata"}
+_SPAN_KEYS = ("start", "end", "text")
+CHUNKING_EVAL_QUESTIONS = "questions_df.csv"  # Chroma's chunking benchmark: this file + corpora/*.md
+
+
+@dataclass(frozen=True)
+class Span:
+    """Characters [start, end) of a document's content; `text`, when given, must be those characters."""
+
+    start: int
+    end: int
+    text: str | None = None
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+
+Evidence = Mapping[str, tuple["Span | str", ...]]  # document id -> spans and (until resolved) excerpts
 
 
 @dataclass(frozen=True)
@@ -43,11 +76,17 @@ class Question:
     filters: Mapping[str, Any] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    evidence: Evidence = field(default_factory=dict)  # resolved: merged, sorted spans per document
 
     @property
     def answerable(self) -> bool:
         """Unanswerable questions have no document with grade >= 1."""
         return any(grade >= 1 for grade in self.relevant.values())
+
+    @property
+    def evidence_chars(self) -> int:
+        """How many characters of evidence the question has (resolved spans)."""
+        return sum(len(span) for spans in self.evidence.values() for span in spans)
 
 
 @dataclass(frozen=True)
@@ -111,6 +150,7 @@ class GoldenSet:
             "unanswerable": int((~answerable).sum()),
             "unanswerable_share": float((~answerable).mean()) if len(self) else 0.0,
             "with_filters": sum(bool(q.filters) for q in self),
+            "with_evidence": self.with_evidence,
             "per_type": dict(sorted(per_type.items())),
             "relevant_per_question": {
                 "mean": float(labelled.mean()) if labelled.size else 0.0,
@@ -119,6 +159,10 @@ class GoldenSet:
             },
             "judgments": int(sum(len(q.relevant) for q in self)),
         }
+
+    @cached_property
+    def with_evidence(self) -> int:
+        return sum(bool(q.evidence) for q in self.questions)
 
     def check_corpus(self, corpus_ids: Collection[str], lines: Mapping[str, int] | None = None) -> None:
         """Fail on the first relevant document id that the corpus does not have."""
@@ -154,28 +198,42 @@ def doc_grades(labels: Mapping[str, int] | Iterable[tuple[str, int]]) -> str:
     return ", ".join(f"{doc}:{grade}" for doc, grade in pairs)
 
 
+def evidence_spans(evidence: Evidence) -> str:
+    """`doc:start-end+start-end, doc:...` (excerpts not yet resolved are quoted)."""
+    return ", ".join(
+        f"{doc}:" + "+".join(f"{s.start}-{s.end}" if isinstance(s, Span) else repr(s) for s in spans)
+        for doc, spans in evidence.items()
+    )
+
+
 def load_golden(
     path: str | Path,
-    corpus_ids: Collection[str] | None = None,
+    corpus: Corpus | None = None,
     *,
     split: str = "test",
     warn: bool = True,
 ) -> GoldenSet:
-    """Read a golden set from JSONL, YAML, TREC qrels or a BEIR folder (by extension or content).
+    """Read a golden set from JSONL, YAML, TREC qrels, a BEIR folder or Chroma's chunking
+    benchmark folder (by extension or content).
 
-    `corpus_ids`, when given, must contain every relevant document id (a BEIR folder
-    supplies its own corpus)."""
+    `corpus`, when given, must contain every relevant document, and resolves the evidence
+    excerpts to spans (a BEIR folder supplies its own document ids)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
     lines: dict[str, int] = {}
-    if path.is_dir():
+    corpus_ids: Collection[str] | None = corpus.by_id if corpus is not None else None
+    if path.is_dir() and (path / CHUNKING_EVAL_QUESTIONS).is_file():
+        golden, lines = _read_chunking_eval(path / CHUNKING_EVAL_QUESTIONS)
+    elif path.is_dir():
         golden, corpus_ids = _read_beir(path, split, corpus_ids)
     else:
         reader = {"jsonl": _read_jsonl, "yaml": _read_yaml, "qrels": _read_trec_qrels}[_sniff_format(path)]
         golden, lines = reader(path)
     if corpus_ids is not None:
         golden.check_corpus(corpus_ids, lines)
+    if corpus is not None:
+        golden = resolve_evidence(golden, corpus, lines)
     if warn:
         golden.warn_if_unbalanced()
     return golden
@@ -263,15 +321,123 @@ def _parse_question(record: Any, at: str) -> Question:
     metadata = record.get("metadata", {})
     if not isinstance(metadata, dict):
         raise InputError(f"{at}: question {qid!r} has 'metadata' that is not a mapping")
+    relevant = _relevance(record["relevant"], at, qid)
     return Question(
         id=qid,
         question=text,
-        relevant=_relevance(record["relevant"], at, qid),
+        relevant=relevant,
         type=qtype,
         filters=filters,
         tags=tuple(tags),
         metadata=metadata,
+        evidence=_evidence(record.get("evidence", {}), relevant, at, qid),
     )
+
+
+def _evidence(value: Any, relevant: Mapping[str, int], at: str, qid: str) -> dict[str, tuple[Span | str, ...]]:
+    """`{doc: [excerpt or {"start", "end"[, "text"]}, ...]}`; a lone excerpt or span needs no list."""
+    if not isinstance(value, dict):
+        raise InputError(f"{at}: question {qid!r} has 'evidence' that is not a mapping of document to excerpts")
+    evidence: dict[str, tuple[Span | str, ...]] = {}
+    for doc, items in value.items():
+        doc = identifier(doc, at, "evidence document id")
+        if relevant.get(doc, 0) < 1:
+            raise InputError(
+                f"{at}: question {qid!r} has evidence in {doc!r}, which its 'relevant' does not mark relevant (grade >= 1)"
+            )
+        items = items if isinstance(items, list) else [items]
+        if not items:
+            raise InputError(f"{at}: question {qid!r}: evidence for {doc!r} is an empty list")
+        evidence[doc] = tuple(_evidence_item(item, at, f"question {qid!r}: evidence for {doc!r}") for item in items)
+    return evidence
+
+
+def _evidence_item(item: Any, at: str, what: str) -> Span | str:
+    if isinstance(item, str):
+        if not item.strip():
+            raise InputError(f"{at}: {what} has an empty excerpt")
+        return item
+    if not isinstance(item, dict):
+        raise InputError(f"{at}: {what}: {item!r} is neither an excerpt (string) nor a span {{'start', 'end'}}")
+    check_keys(item, _SPAN_KEYS, at, what)
+    start, end, text = item.get("start"), item.get("end"), item.get("text")
+    for name, offset in (("start", start), ("end", end)):
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InputError(f"{at}: {what}: span {name} is {offset!r}; expected a character offset (integer >= 0)")
+    if start >= end:
+        raise InputError(f"{at}: {what}: span start {start} is not before end {end}")
+    if text is not None and not isinstance(text, str):
+        raise InputError(f"{at}: {what}: span text is {type(text).__name__}; expected a string")
+    return Span(start, end, text)
+
+
+def resolve_evidence(golden: GoldenSet, corpus: Corpus, lines: Mapping[str, int] | None = None) -> GoldenSet:
+    """Every excerpt found in its document and every span checked against it; spans merged."""
+    questions = []
+    for q in golden:
+        if not q.evidence:
+            questions.append(q)
+            continue
+        at = where(golden.source, (lines or {}).get(q.id))
+        resolved = {}
+        for doc, items in q.evidence.items():
+            content = corpus.by_id[doc].content
+            spans = [_locate(item, content, at, f"question {q.id!r}: evidence for {doc!r}") for item in items]
+            resolved[doc] = merge_spans(spans)
+        questions.append(replace(q, evidence=resolved))
+    return GoldenSet(tuple(questions), source=golden.source)
+
+
+def _locate(item: Span | str, content: str, at: str, what: str) -> Span:
+    if isinstance(item, Span):
+        if item.end > len(content):
+            raise InputError(
+                f"{at}: {what}: span {item.start}-{item.end} ends after the document ({len(content)} characters)"
+            )
+        if item.text is not None and content[item.start : item.end] != item.text:
+            raise InputError(
+                f"{at}: {what}: span {item.start}-{item.end} is {_excerpt(content[item.start : item.end])} "
+                f"in the document, not {_excerpt(item.text)}"
+            )
+        return Span(item.start, item.end)
+    found = _occurrences(content, item)
+    if not found:
+        raise InputError(f"{at}: {what}: excerpt {_excerpt(item)} is not in the document (even ignoring whitespace)")
+    if len(found) > 1:
+        starts = ", ".join(str(start) for start, _ in found[:5])
+        raise InputError(
+            f"{at}: {what}: excerpt {_excerpt(item)} occurs {len(found)} times in the document "
+            f"(at characters {starts}); lengthen it or give a span {{'start', 'end'}}"
+        )
+    return Span(*found[0])
+
+
+def _occurrences(content: str, excerpt: str) -> list[tuple[int, int]]:
+    """Where `excerpt` occurs verbatim, or else with whitespace runs matching any whitespace run."""
+    exact, start = [], content.find(excerpt)
+    while start >= 0:
+        exact.append((start, start + len(excerpt)))
+        start = content.find(excerpt, start + 1)
+    if exact:
+        return exact
+    pattern = r"\s+".join(re.escape(word) for word in excerpt.split())
+    return [match.span() for match in re.finditer(pattern, content)]
+
+
+def _excerpt(text: str, limit: int = 60) -> str:
+    """The start of a (possibly long) excerpt, quoted, for an error message."""
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def merge_spans(spans: Iterable[Span]) -> tuple[Span, ...]:
+    """Sorted spans with overlapping and touching ones joined."""
+    merged: list[Span] = []
+    for span in sorted(spans, key=lambda s: (s.start, s.end)):
+        if merged and span.start <= merged[-1].end:
+            merged[-1] = Span(merged[-1].start, max(merged[-1].end, span.end))
+        else:
+            merged.append(Span(span.start, span.end))
+    return tuple(merged)
 
 
 def _relevance(value: Any, at: str, qid: str) -> dict[str, int]:
@@ -407,3 +573,54 @@ def _object(record: Any, at: str) -> dict:
     if not isinstance(record, dict):
         raise InputError(f"{at}: expected a JSON object")
     return record
+
+
+# ---------------------------------------------------------------- Chroma's chunking benchmark
+
+
+def _read_chunking_eval(path: Path) -> tuple[GoldenSet, dict[str, int]]:
+    """`questions_df.csv` (columns question, references, corpus_id): question ids are the 0-based
+    row numbers, the type is the corpus, and every reference `{"content", "start_index",
+    "end_index"}` is a span (with its text) of the corpus document whose id is `corpus_id`."""
+    questions, lines = [], {}
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = {"question", "references", "corpus_id"}.difference(reader.fieldnames or ())
+            if missing:
+                raise InputError(f"{where(path, 1)}: missing column(s) {', '.join(sorted(missing))}")
+            first_line = reader.line_num + 1
+            for row_number, row in enumerate(reader):
+                at = where(path, first_line)
+                qid, corpus_id = str(row_number), identifier(row["corpus_id"], at, "corpus_id")
+                spans = tuple(_reference(item, at) for item in _json_list(row["references"], at))
+                if not (row["question"] or "").strip():
+                    raise InputError(f"{at}: row {qid} has no question")
+                questions.append(
+                    Question(qid, row["question"], {corpus_id: 1}, type=corpus_id, evidence={corpus_id: spans})
+                )
+                lines[qid], first_line = first_line, reader.line_num + 1
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
+    except csv.Error as error:
+        raise InputError(f"{where(path, reader.line_num)}: malformed CSV ({error})") from None
+    if not questions:
+        raise InputError(f"{path}: no questions")
+    return GoldenSet(tuple(questions), source=str(path)), lines
+
+
+def _json_list(text: str | None, at: str) -> list:
+    try:
+        value = json.loads(text or "")
+    except json.JSONDecodeError as error:
+        raise InputError(f"{at}: references are not JSON ({error.msg})") from None
+    if not isinstance(value, list) or not value:
+        raise InputError(f"{at}: references must be a non-empty JSON list")
+    return value
+
+
+def _reference(item: Any, at: str) -> Span:
+    if not isinstance(item, dict) or not {"content", "start_index", "end_index"} <= item.keys():
+        raise InputError(f"{at}: a reference must be an object with content, start_index and end_index")
+    span = {"start": item["start_index"], "end": item["end_index"], "text": item["content"]}
+    return _evidence_item(span, at, "reference")

@@ -1,8 +1,10 @@
 """One configuration's retrieval over a golden set: chunk → build the retriever → for each
 question, filter + search → rerank → documents (+ abstain).
 
-Chunk hits collapse to documents (a document ranks at its best chunk). If the top score is
-below `min_score` the system answers nothing, which is right for unanswerable questions.
+Chunk hits collapse to documents (a document ranks at its best chunk); the top
+`context_depth` chunks, what a reader would be handed, are kept for the context metrics. If
+the top score is below `min_score` the system answers nothing, which is right for
+unanswerable questions.
 The pipeline times the retriever's build, the reranker and every question's path; the
 retriever reports what only it can see (`stats()`: embedding vs indexing, bytes, truncation),
 and `Retrieval.stats` collects them all.
@@ -18,7 +20,7 @@ from functools import partial
 import numpy as np
 from tqdm import tqdm
 
-from sweep.chunking import Chunk, TokenChunker
+from sweep.chunking import Chunk, Chunker
 from sweep.corpus import Corpus
 from sweep.filters import Filter, NoFilter, Restriction, filter_stats
 from sweep.golden import GoldenSet
@@ -45,22 +47,36 @@ class Retrieval:
     results: Run
     chunks: list[Chunk]
     stats: dict[str, float]
+    contexts: dict[str, list[tuple[int, float]]]  # every qid -> its top (chunk position, score); [] abstained
+
+    def delivered_chunks(self) -> dict[str, list[dict[str, object]]]:
+        """Each question's top chunks, best first, as `{"doc", "start", "end", "score"}` (offsets
+        into the document's content, the coordinates of the golden set's evidence); [] when the
+        system answered nothing."""
+        return {
+            qid: [
+                {"doc": self.chunks[i].doc_id, "start": self.chunks[i].start, "end": self.chunks[i].end, "score": score}
+                for i, score in self.contexts.get(qid, [])
+            ]
+            for qid in self.contexts
+        }
 
 
 @dataclass
 class Pipeline:
-    chunker: TokenChunker
+    chunker: Chunker
     retriever: Retriever
     filter: Filter = field(default_factory=NoFilter)
     reranker: Reranker = field(default_factory=NoReranker)
     depth: int = 100  # documents per question: deep enough for every metric cutoff
     chunk_depth: int = 400  # chunk hits fetched before collapsing to documents
+    context_depth: int = 10  # chunks kept per question for the context metrics (the largest k)
     min_score: float | None = None  # abstain below this top score
 
     def retrieve(self, corpus: Corpus, golden: GoldenSet, name: str = "golden-sweep") -> Retrieval:
         chunks = self.chunker.split(corpus)
         self.filter.prepare(corpus, chunks, golden, self.chunk_depth)  # bad filters fail before anything is embedded
-        texts = [c.text for c in chunks]
+        texts = [c.embedded_text for c in chunks]  # a chunk's context (e.g. its heading path) goes with it
         start = time.perf_counter()
         self.retriever.build(texts)
         build_s = time.perf_counter() - start
@@ -69,6 +85,7 @@ class Pipeline:
         rerank_build_s, rerank_s = time.perf_counter() - start, 0.0
 
         rankings: dict[str, list[tuple[str, float]]] = {}
+        contexts: dict[str, list[tuple[int, float]]] = {}
         latencies: list[float] = []
         restricted: list[tuple[Restriction, int]] = []
         for question in tqdm(golden, desc="searching", unit="question", disable=None):  # None: only on a terminal
@@ -84,8 +101,11 @@ class Pipeline:
             rerank_s += time.perf_counter() - reranking
             ranking = collapse_to_documents(hits, chunks, self.depth)
             latencies.append(1000 * (time.perf_counter() - start))
-            if ranking and (self.min_score is None or ranking[0][1] >= self.min_score):
+            answered = ranking and (self.min_score is None or ranking[0][1] >= self.min_score)
+            if answered:
                 rankings[question.id] = ranking
+            top = zip(hits.ids[: self.context_depth].tolist(), hits.scores[: self.context_depth].tolist())
+            contexts[question.id] = list(top) if answered else []
         stats = self.retriever.stats() | filter_stats(restricted, len(golden), self.chunk_depth)
         stats |= {
             "time/build_s": build_s,  # the retriever's whole build; it reports its own parts
@@ -95,4 +115,4 @@ class Pipeline:
             "latency/search_ms_p95": float(np.percentile(latencies, 95)),
             "corpus/chunks": float(len(chunks)),
         }
-        return Retrieval(Run.from_ranked(rankings, name), chunks, stats)
+        return Retrieval(Run.from_ranked(rankings, name), chunks, stats, contexts)

@@ -14,6 +14,7 @@ from rich.table import Table
 from sweep.golden import doc_grades
 from sweep.metrics import Evaluation
 from sweep.metrics.abstention import Calibration
+from sweep.metrics.context import CONTEXT_N, PER_CUTOFF, PRECISION_OMEGA
 from sweep.metrics.significance import bootstrap_ci
 
 
@@ -59,8 +60,8 @@ def frame_table(frame: pd.DataFrame, title: str, index_name: str | None = None) 
     table.add_column(index_name or frame.index.name or "")
     for column in frame.columns:
         table.add_column(str(column), justify="right")
-    for key, row in frame.iterrows():
-        table.add_row(_cell(str(key)), *(_fmt(v) for v in row.tolist()))
+    for key, row in zip(frame.index, frame.itertuples(index=False)):  # itertuples keeps each column's type
+        table.add_row(_cell(str(key)), *(_fmt(v) for v in row))
     return table
 
 
@@ -91,6 +92,45 @@ def worst_table(worst: pd.DataFrame, metric: str) -> Table:
     return table
 
 
+def context_tables(evaluation: Evaluation, worst: int = 5) -> list[Table]:
+    """Context metrics per k, per question type at the largest k, and the questions whose
+    chunks missed the most evidence (with the text they missed)."""
+    context = evaluation.context
+    if context is None or not len(context.frame):
+        return []
+    mean = evaluation.mean
+    per_k = pd.DataFrame(
+        {name: [mean[f"context/{name}_at_{k}"] for k in context.cutoffs] for name in PER_CUTOFF},
+        index=pd.Index(context.cutoffs, name="k"),
+    )
+    tables = [
+        frame_table(
+            per_k,
+            f"Context: the top k chunks of {int(mean[CONTEXT_N])} questions with evidence "
+            f"(precision_omega {mean[PRECISION_OMEGA]:.4f}: the ceiling this chunking allows)",
+        )
+    ]
+    largest = context.cutoffs[-1]
+    columns = [CONTEXT_N, *(f"context/{name}_at_{largest}" for name in PER_CUTOFF), PRECISION_OMEGA]
+    by_type = evaluation.by("type")[columns].rename(columns=lambda c: c.removeprefix("context/")).astype({"n": int})
+    tables.append(frame_table(by_type[by_type["n"] > 0], f"Context per question type, k={largest}", "type"))
+    if worst:
+        metric = context.recall_at_largest
+        table = Table(title=f"Worst questions by {metric}", title_justify="left")
+        for column in ("qid", metric, "type", "question", "missing evidence"):
+            table.add_column(column, overflow="fold")
+        for qid, row in evaluation.worst_context(worst).iterrows():
+            table.add_row(
+                _cell(str(qid)),
+                _fmt(row[metric]),
+                _cell(row["type"]),
+                _cell(row["question"]),
+                _cell(row["missing"]) or "(none)",
+            )
+        tables.append(table)
+    return tables
+
+
 def print_evaluation(
     evaluation: Evaluation,
     console: Console | None = None,
@@ -101,13 +141,16 @@ def print_evaluation(
     console = console or default_console()
     console.print(overall_table(evaluation))
     if per_type:
-        console.print(columns_as_rows(evaluation.by("type"), "Per question type"))
+        rank_columns = evaluation.by("type").drop(columns=[*evaluation.context_metrics, CONTEXT_N], errors="ignore")
+        console.print(columns_as_rows(rank_columns, "Per question type"))
     if per_query:
         columns = ["type", "n_retrieved", "top_score", *evaluation.metrics]
         console.print(frame_table(evaluation.per_query[columns], "Per question", "qid"))
     if worst and evaluation.metrics:
         metric = evaluation.headline
         console.print(worst_table(evaluation.worst(worst, metric), metric))
+    for table in context_tables(evaluation, worst):
+        console.print(table)
 
 
 def print_calibration(calibration: Calibration, console: Console | None = None) -> None:

@@ -27,7 +27,7 @@ import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import MISSING, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, Union
 
@@ -91,12 +91,31 @@ class Exists:
         return "the path of an existing file or folder"
 
 
+@dataclass(frozen=True)
+class Cutoffs:
+    """Rank cutoffs: a non-empty list of distinct integers from 1 to `high`."""
+
+    high: int = 1000
+
+    def allows(self, value: Any) -> bool:
+        return (
+            isinstance(value, list)
+            and bool(value)
+            and all(_is_kind(k, int) and 1 <= k <= self.high for k in value)
+            and len(set(value)) == len(value)
+        )
+
+    def __str__(self) -> str:
+        return f"a non-empty list of distinct integers from 1 to {self.high}, e.g. [1, 3, 5, 10]"
+
+
 _KINDS: dict[type, str] = {
     bool: "true or false",
     int: "an integer",
     float: "a number",
     str: "a string",
     dict: "a mapping",
+    list: "a list",
 }
 
 
@@ -129,7 +148,7 @@ def check_value(value: Any, hint: Any, key: str) -> None:
     kind = kinds[0]
     if not _is_kind(value, kind) or not all(c.allows(value) for c in constraints):
         described = [str(c) for c in constraints if not isinstance(c, NonEmpty)]
-        if not any(isinstance(c, (OneOf, Exists)) for c in constraints):  # they say the kind already
+        if not any(isinstance(c, (OneOf, Exists, Cutoffs)) for c in constraints):  # they say the kind already
             empty = any(isinstance(c, NonEmpty) for c in constraints)
             described.insert(0, "a non-empty string" if empty and kind is str else _KINDS[kind])
         wanted = " ".join(described) + (", or null" if optional else "")
@@ -274,5 +293,5 @@ def schema_defaults(schema: type) -> dict[str, Any]:
         if _is_schema(hint):
             out |= {f"{field.name}.{k}": v for k, v in schema_defaults(hint).items()}
         else:
-            out[field.name] = field.default
+            out[field.name] = field.default if field.default_factory is MISSING else field.default_factory()
     return out

@@ -34,7 +34,7 @@ import yaml
 
 from sweep.corpus import Corpus
 from sweep.errors import InputError, Interrupted, one_line
-from sweep.golden import GoldenSet, doc_grades
+from sweep.golden import GoldenSet, doc_grades, evidence_spans
 from sweep.metrics import Evaluation
 from sweep.metrics.abstention import Calibration
 from sweep.runs import Run
@@ -394,6 +394,12 @@ def log_results(results: Run) -> None:
         mlflow.log_artifact(str(path))
 
 
+def log_delivered_chunks(delivered: Mapping[str, list[dict[str, Any]]]) -> None:
+    """`tables/retrieved_chunks.json`: each question's top chunks, best first, with offsets in the
+    coordinates of the golden set's evidence, so anyone can recompute the context metrics."""
+    mlflow.log_dict(dict(delivered), "tables/retrieved_chunks.json")
+
+
 def log_evaluation(evaluation: Evaluation, worst: int = 10) -> None:
     mlflow.log_metrics(evaluation_metrics(evaluation))
     per_query = evaluation.per_query.reset_index()
@@ -404,6 +410,8 @@ def log_evaluation(evaluation: Evaluation, worst: int = 10) -> None:
     worst_table["relevant"] = worst_table["relevant"].map(doc_grades)
     worst_table["retrieved"] = worst_table["retrieved"].map(doc_grades)
     mlflow.log_table(worst_table, "tables/worst_queries.json")
+    if evaluation.context is not None and len(evaluation.context.frame):
+        mlflow.log_table(evaluation.worst_context(worst).reset_index(), "tables/worst_context.json")
 
 
 def _pyplot() -> Any:
@@ -488,6 +496,7 @@ def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
             "question": [q.question for q in golden],
             "type": [q.type for q in golden],
             "relevant": [doc_grades(q.relevant) for q in golden],
+            "evidence": [evidence_spans(q.evidence) for q in golden],
         }
     )
     with warnings.catch_warnings():  # MLflow registers its local-file source twice and says so

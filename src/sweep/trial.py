@@ -19,12 +19,13 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from sweep import tracking
-from sweep.corpus import load_corpus
-from sweep.golden import load_golden
+from sweep.corpus import ID_SCHEMES, Corpus, load_corpus
+from sweep.golden import GoldenSet, load_golden
 from sweep.metrics import DEFAULT_METRICS, Evaluation, score
 from sweep.metrics.abstention import Calibration, calibrate
+from sweep.metrics.context import DEFAULT_CUTOFFS, score_contexts
 from sweep.pipeline import Pipeline
-from sweep.settings import Exists, NonEmpty, OneOf, Range, check_config
+from sweep.settings import Cutoffs, Exists, NonEmpty, OneOf, Range, check_config
 
 log = logging.getLogger(__name__)
 METRIC = OneOf(DEFAULT_METRICS)
@@ -38,9 +39,15 @@ class AbstainSettings:
 
 @dataclass
 class GoldenSettings:
-    path: Annotated[str, Exists()]  # questions: JSONL, YAML, TREC qrels or a BEIR folder
-    corpus: Annotated[str, Exists()]  # documents: JSONL or a BEIR folder
+    path: Annotated[str, Exists()]  # questions: JSONL, YAML, TREC qrels, a BEIR or chunking-benchmark folder
+    corpus: Annotated[str, Exists()]  # documents: JSONL, a BEIR folder or a folder of .md/.txt/.html/.pdf
     split: Annotated[str, NonEmpty()] = "test"  # a BEIR folder's qrels/<split>.tsv
+    corpus_ids: Annotated[str, OneOf(ID_SCHEMES)] = "path"  # a folder's document ids: relative path or file stem
+
+
+@dataclass
+class ContextSettings:
+    k: Annotated[list[int], Cutoffs()] = field(default_factory=lambda: list(DEFAULT_CUTOFFS))  # chunks per question
 
 
 @dataclass
@@ -52,6 +59,7 @@ class Settings:
     depth: Annotated[int, Range(1, 100_000)] = 100
     chunk_depth: Annotated[int, Range(1, 1_000_000)] = 400
     abstain: AbstainSettings = field(default_factory=AbstainSettings)
+    context: ContextSettings = field(default_factory=ContextSettings)
     golden: GoldenSettings | None = None
     experiment: Annotated[str, NonEmpty()] = "golden-sweep"
     cache_dir: Annotated[str, NonEmpty()] = ".cache/golden-sweep"
@@ -74,8 +82,15 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
         reranker=instantiate(cfg.reranker),
         depth=cfg.depth,
         chunk_depth=cfg.chunk_depth,
+        context_depth=max(cfg.context.k),
         min_score=cfg.abstain.min_score,
     )
+
+
+def load_data(cfg: DictConfig) -> tuple[Corpus, GoldenSet]:
+    """The corpus and the golden set `cfg.golden` names, the evidence resolved against the corpus."""
+    corpus = load_corpus(cfg.golden.corpus, ids=OmegaConf.select(cfg, "golden.corpus_ids", default="path"))
+    return corpus, load_golden(cfg.golden.path, corpus, split=cfg.golden.split)
 
 
 def check_settings(cfg: DictConfig) -> None:
@@ -107,17 +122,21 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
         warn_about_costly_settings(cfg)
         tracking.log_config(OmegaConf.to_container(cfg, resolve=True), overrides, choices or {})
         pipeline = build_pipeline(cfg)  # cheap: models load when the pipeline first needs them
-        corpus = load_corpus(cfg.golden.corpus)
-        golden = load_golden(cfg.golden.path, corpus_ids=corpus.by_id, split=cfg.golden.split)
+        corpus, golden = load_data(cfg)
         tracking.log_golden_input(golden, corpus)
         retrieval = pipeline.retrieve(corpus, golden, name=name)
         start = time.perf_counter()
         evaluation = score(golden, retrieval.results)
-        tracking.log_stats(retrieval.stats | {"time/metrics_s": time.perf_counter() - start})
+        metrics_s, start = time.perf_counter() - start, time.perf_counter()
+        context = score_contexts(golden, retrieval.contexts, retrieval.chunks, corpus, cfg.context.k)
+        evaluation = evaluation.with_context(context)
+        timings = {"time/metrics_s": metrics_s, "time/context_metrics_s": time.perf_counter() - start}
+        tracking.log_stats(retrieval.stats | timings)
         tracking.log_evaluation(evaluation)
         tracking.log_plots(evaluation)
         calibration = calibrate(evaluation, cfg.abstain.calibrate_on)
         if calibration is not None:
             tracking.log_calibration(calibration)
         tracking.log_results(retrieval.results)
+        tracking.log_delivered_chunks(retrieval.delivered_chunks())
     return Trial(mlflow_run, evaluation, calibration, evaluation.mean[cfg.objective])

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
 from sweep.golden import GoldenSet
+from sweep.metrics.context import CONTEXT_N, ContextScores
 from sweep.metrics.measures import Metric, RankedJudgments, parse_metrics
 from sweep.runs import Run
 
@@ -92,6 +93,15 @@ class Evaluation:
     run: Run = field(repr=False)
     relevance_level: int = 1
     gain: str = "linear"
+    context: ContextScores | None = field(default=None, repr=False)  # chunk-level scores, when chunks are known
+
+    def with_context(self, context: ContextScores) -> Evaluation:
+        """The same evaluation with the context metrics as per-query columns (NaN: no evidence)."""
+        return replace(self, per_query=self.per_query.join(context.frame), context=context)
+
+    @property
+    def context_metrics(self) -> tuple[str, ...]:
+        return tuple(self.context.frame.columns) if self.context is not None else ()
 
     @property
     def headline(self) -> str:
@@ -106,6 +116,9 @@ class Evaluation:
     def mean(self) -> dict[str, float]:
         """Rank metrics over answerable questions, plus the requested abstention rates."""
         means = {name: _mean(self.answerable[name]) for name in self.metrics}
+        if self.context is not None:
+            means |= {name: _mean(self.context.frame[name]) for name in self.context_metrics}
+            means[CONTEXT_N] = float(len(self.context.frame))
         return means | self.abstention
 
     @cached_property
@@ -119,15 +132,16 @@ class Evaluation:
 
     def by(self, column: str = "type") -> pd.DataFrame:
         """Means per group (question type by default): n, answerable, each metric, abstention."""
-        return group_means(self.per_query, column, self.metrics)
+        return group_means(self.per_query, column, self.metrics, self.context_metrics)
 
     def type_means(self) -> dict[str, float]:
         """`type/<type>/<metric>` and `type/<type>/n`, DESIGN's names; undefined means (the recall
         of a type with no answerable question) are left out."""
         values: dict[str, float] = {}
+        context_n = [CONTEXT_N] if self.context is not None else []
         for qtype, row in self.by("type").iterrows():
             values[f"type/{qtype}/n"] = int(row["n"])
-            for name in [*self.metrics, *self.abstain_metrics]:
+            for name in [*self.metrics, *self.abstain_metrics, *self.context_metrics, *context_n]:
                 if not np.isnan(row[name]):
                     values[f"type/{qtype}/{name}"] = float(row[name])
         return values
@@ -136,7 +150,7 @@ class Evaluation:
         """Means per tag; a question with several tags counts in each."""
         tags = [list(self.golden.by_id[qid].tags) for qid in self.per_query.index]
         exploded = self.per_query.assign(tag=tags).explode("tag").dropna(subset=["tag"])
-        return group_means(exploded, "tag", self.metrics)
+        return group_means(exploded, "tag", self.metrics, self.context_metrics)
 
     def worst(self, n: int = 5, metric: str | None = None, evidence: int = 5) -> pd.DataFrame:
         """The n answerable questions with the lowest `metric` (ties by id), with their evidence:
@@ -151,12 +165,28 @@ class Evaluation:
             retrieved=[[(doc, q.relevant.get(doc, 0)) for doc, _ in retrieved.get(q.id, [])] for q in questions],
         )
 
+    def worst_context(self, n: int = 5) -> pd.DataFrame:
+        """The n questions whose top chunks cover the least of their evidence (by context recall at
+        the largest k, ties by id), with the evidence text they missed."""
+        if self.context is None:
+            return pd.DataFrame()
+        metric = self.context.recall_at_largest
+        frame = self.context.frame.rename_axis("qid").sort_values([metric, "qid"], kind="stable").head(n)
+        questions = [self.golden.by_id[qid] for qid in frame.index]
+        return frame[[metric]].assign(
+            type=[q.type for q in questions],
+            question=[q.question for q in questions],
+            missing=[self.context.missing[qid] for qid in frame.index],
+        )
+
 
 def _mean(values: pd.Series) -> float:
     return float(values.mean()) if len(values) else float("nan")
 
 
-def group_means(per_query: pd.DataFrame, column: str, metrics: tuple[str, ...]) -> pd.DataFrame:
+def group_means(
+    per_query: pd.DataFrame, column: str, metrics: tuple[str, ...], context_metrics: tuple[str, ...] = ()
+) -> pd.DataFrame:
     grouped = per_query.groupby(column, sort=True)
     table = pd.DataFrame({"n": grouped.size(), "answerable": grouped["answerable"].sum()})
     answerable = per_query[per_query["answerable"]].groupby(column)
@@ -165,6 +195,10 @@ def group_means(per_query: pd.DataFrame, column: str, metrics: tuple[str, ...]) 
     unanswerable = per_query[~per_query["answerable"]].groupby(column)["abstained"]
     table[ABSTAIN_CORRECT] = unanswerable.mean()
     table[ABSTAIN_FALSE] = answerable["abstained"].mean()
+    if context_metrics:  # over the questions with evidence (the others are NaN)
+        table[CONTEXT_N] = grouped[context_metrics[0]].count()
+        for name in context_metrics:
+            table[name] = grouped[name].mean()
     return table
 
 
