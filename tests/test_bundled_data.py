@@ -33,6 +33,10 @@ def test_golden_set_validates_without_errors_or_warnings(caplog):
     assert len([t for t in stats["per_type"] if t != "unanswerable"]) >= 5
     assert stats["with_filters"] >= 0.15 * stats["questions"]
     assert any(grade == 1 for q in golden for grade in q.relevant.values())  # graded, not binary
+    # every answerable question says which text answers it, resolved to spans of its documents
+    assert stats["with_evidence"] == stats["answerable"]
+    assert all(q.evidence_chars > 0 for q in golden if q.answerable)
+    assert all(not q.evidence for q in golden if not q.answerable)
 
 
 def test_corpus_documents_and_filters_are_consistent():

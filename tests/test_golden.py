@@ -5,10 +5,12 @@ from __future__ import annotations
 import csv
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
 from conftest import corpus_of
+from sweep.corpus import load_corpus
 from sweep.errors import InputError
 from sweep.golden import load_golden
 
@@ -239,3 +241,18 @@ def test_chunking_benchmark_folder(tmp_path):
         match=r"questions_df.csv:5: question '2': evidence for 'notes': span 0-10 is 'First line' in the document, not 'The answer'",
     ):
         load_golden(tmp_path, corpus=corpus, warn=False)
+
+
+CHUNKING_EVAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "chunking_eval"
+
+
+@pytest.mark.skipif(not CHUNKING_EVAL.is_dir(), reason=f"{CHUNKING_EVAL} is absent (../shared beside the repository)")
+def test_chromas_benchmark_loads_with_every_reference_checked():
+    corpus = load_corpus(CHUNKING_EVAL / "corpora", ids="stem")
+    golden = load_golden(CHUNKING_EVAL, corpus, warn=False)
+    assert len(golden) == 472 and golden.stats()["with_evidence"] == 472
+    assert [q.id for q in golden][:3] == ["0", "1", "2"]
+    per_type = {t: c["questions"] for t, c in golden.stats()["per_type"].items()}
+    assert per_type == {"wikitexts": 144, "pubmed": 99, "finance": 97, "state_of_the_union": 76, "chatlogs": 56}
+    # every reference's text was checked against the file's decoded text; merged spans never exceed them
+    assert sum(len(spans) for q in golden for spans in q.evidence.values()) <= 790

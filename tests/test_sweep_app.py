@@ -4,6 +4,7 @@ Tests that start `python -m sweep` in a subprocess are marked slow."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -388,3 +389,41 @@ def test_an_excerpt_not_in_its_document_is_exit_2_naming_file_and_line(tmp_path,
     line = len(golden.splitlines()) + 1
     message = f"golden.jsonl:{line}: question 'zz9': evidence for '{first}': excerpt 'Words the document never says' is not in the document"
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_the_chunking_benchmark_format_runs_from_a_folder_of_markdown(tmp_path):
+    """`golden=chunking_eval golden.path=DIR`: questions_df.csv with character spans, documents
+    read from DIR/corpora/*.md by file stem, every corpus retrieved from at once."""
+    data = tmp_path / "bench"
+    (data / "corpora").mkdir(parents=True)
+    texts = {
+        "fruit": "# Fruit\n\nApples are red or green.\n\nBananas are yellow and curved.\n",
+        "space": "# Space\n\nMars is the red planet.\n\nJupiter is the largest planet.\n",
+    }
+    for stem, text in texts.items():
+        (data / "corpora" / f"{stem}.md").write_text(text, encoding="utf-8")
+    rows = [["question", "references", "corpus_id"]]
+    for question, stem, answer in [
+        ("Which planet is red?", "space", "Mars is the red planet."),
+        ("What colour are bananas?", "fruit", "Bananas are yellow and curved."),
+    ]:
+        start = texts[stem].index(answer)
+        reference = {"content": answer, "start_index": start, "end_index": start + len(answer)}
+        rows.append([question, json.dumps([reference]), stem])
+    with (data / "questions_df.csv").open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+    args = [
+        sys.executable, "-m", "sweep", "golden=chunking_eval", f"golden.path={data}", "model=bm25",
+        "chunking=recursive", "chunk=8", "context.k=[1,2]",
+        f"hydra.run.dir={tmp_path / 'outputs'}", f"cache_dir={tmp_path / 'cache'}",
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    result = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _, (run,) = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert run.info.status == "FINISHED" and run.data.params["golden"] == "chunking_eval"
+    metrics = run.data.metrics
+    assert metrics["context/n"] == 2 and metrics["type/space/context/n"] == 1
+    assert metrics["recall_at_1"] == 1.0  # each answer's corpus ranks first
+    assert metrics["context/recall_at_2"] == 1.0 and 0 < metrics["context/precision_at_2"] < 1
