@@ -476,7 +476,7 @@ def test_a_signal_during_a_sweep_kills_the_run_and_the_sweep_and_keeps_what_fini
     )  # one combination finished, the next one running
     process.send_signal(number)
     _, stderr = process.communicate(timeout=120)
-    assert process.returncode == code
+    assert process.returncode == code, stderr[-3000:]
     client, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
     [parent] = [r for r in runs if r.data.tags.get("sweep.parent")]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]

@@ -10,7 +10,7 @@ import yaml
 
 from conftest import golden_of, ranked
 from sweep.corpus import Corpus, Document
-from sweep.errors import InputError
+from sweep.errors import InputError, Interrupted
 from sweep.metrics import score
 from sweep.metrics.abstention import calibrate
 from sweep.runs import Run
@@ -117,3 +117,16 @@ def test_a_calibration_logs_its_threshold_metrics_table_and_plot(store):
     table = json.loads((artifacts / "tables" / "abstention_curve.json").read_text())
     assert table["columns"] == ["threshold", "correct_rate", "false_rate", "recall_at_5", "balanced_accuracy"]
     assert [row[0] for row in table["data"]] == [0.1, 0.3, 0.8, 0.9]  # no -inf row
+
+
+def test_a_signal_a_library_turned_into_its_own_error_still_kills_the_run(store):
+    """SQLAlchemy, rolling back a write that a signal cut into, may raise an error of its own:
+    the run is KILLED and the signal goes on up, not a failed run and a sweep that carries on."""
+    with pytest.raises(Interrupted) as raised, trial_run("golden-sweep-test", "chunk=64"):
+        try:
+            raise Interrupted("SIGTERM", 143)
+        except Interrupted as signal:
+            raise RuntimeError("This Session's transaction has been rolled back") from signal
+    assert raised.value.exit_code == 143
+    [run] = mlflow.search_runs(experiment_names=["golden-sweep-test"], output_format="list")
+    assert run.info.status == "KILLED" and run.data.tags["error"] == "interrupted by SIGTERM"

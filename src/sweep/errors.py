@@ -56,6 +56,21 @@ def bad_input(error: BaseException | None) -> InputError | None:
     return None
 
 
+def interruption(error: BaseException | None) -> Interrupted | None:
+    """The signal behind `error`: itself, or one that a library turned into an error of its own
+    while handling it (SQLAlchemy rolls back a write a signal cut into, and may raise its own
+    error instead); None for anything else."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, Interrupted):
+            return error
+        if isinstance(error, KeyboardInterrupt):
+            return Interrupted("SIGINT", 130)
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def report_bad_input(error: InputError) -> None:
     print(f"error: {error}", file=sys.stderr)
 

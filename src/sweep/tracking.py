@@ -33,7 +33,7 @@ import pandas as pd
 import yaml
 
 from sweep.corpus import Corpus
-from sweep.errors import InputError, Interrupted, one_line
+from sweep.errors import InputError, Interrupted, interruption, one_line
 from sweep.golden import GoldenSet, doc_grades, evidence_spans
 from sweep.metrics import Evaluation
 from sweep.metrics.abstention import Calibration
@@ -195,16 +195,20 @@ def stopping_as_killed() -> Iterator[None]:
     exits), each with an `error` tag that says why in one line."""
     try:
         yield
-    except (Interrupted, KeyboardInterrupt) as signal:
+    except BaseException as error:
+        signal = interruption(error)
+        if signal is None:
+            if isinstance(error, Exception):
+                mlflow.set_tag("error", one_line(error))
+            raise
         try:
-            mlflow.set_tag("error", str(signal) if isinstance(signal, Interrupted) else "interrupted by SIGINT")
+            mlflow.set_tag("error", str(signal))
             mlflow.end_run("KILLED")
         except Exception:  # the signal cut into MLflow's own write: the next sweep marks the run KILLED
             log.warning("could not mark the interrupted run KILLED; the next run on this store will")
-        raise
-    except Exception as error:
-        mlflow.set_tag("error", one_line(error))
-        raise
+        if isinstance(error, (Interrupted, KeyboardInterrupt)):
+            raise
+        raise signal from error  # a library's error about the signal it was handling is the signal
 
 
 def process_tags() -> dict[str, str]:
