@@ -137,6 +137,7 @@ def check_value(value: Any, hint: Any, key: str) -> None:
     if typing.get_origin(hint) is Annotated:
         base, *constraints = typing.get_args(hint)
     options = typing.get_args(base) if typing.get_origin(base) in (Union, types.UnionType) else (base,)
+    options = tuple(typing.get_origin(kind) or kind for kind in options)  # list[int] is checked as a list
     optional = type(None) in options
     kinds = [kind for kind in options if kind in _KINDS]
     if value is None and optional:

@@ -89,7 +89,7 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
 
 def load_data(cfg: DictConfig) -> tuple[Corpus, GoldenSet]:
     """The corpus and the golden set `cfg.golden` names, the evidence resolved against the corpus."""
-    corpus = load_corpus(cfg.golden.corpus, ids=OmegaConf.select(cfg, "golden.corpus_ids", default="path"))
+    corpus = load_corpus(cfg.golden.corpus, ids=cfg.golden.corpus_ids)
     return corpus, load_golden(cfg.golden.path, corpus, split=cfg.golden.split)
 
 
