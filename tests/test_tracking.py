@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import signal
 
 import mlflow
 import pytest
 import yaml
 
 from conftest import golden_of, ranked
+from sweep import errors
 from sweep.corpus import Corpus, Document
 from sweep.errors import InputError, Interrupted
 from sweep.metrics import score
@@ -127,6 +129,24 @@ def test_a_signal_a_library_turned_into_its_own_error_still_kills_the_run(store)
             raise Interrupted("SIGTERM", 143)
         except Interrupted as signal:
             raise RuntimeError("This Session's transaction has been rolled back") from signal
+    assert raised.value.exit_code == 143
+    [run] = mlflow.search_runs(experiment_names=["golden-sweep-test"], output_format="list")
+    assert run.info.status == "KILLED" and run.data.tags["error"] == "interrupted by SIGTERM"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowing is the point
+def test_a_signal_whose_raise_was_swallowed_still_kills_the_run(store, monkeypatch):
+    """Python runs a signal handler anywhere, also in a `__del__` or a weakref callback, where the
+    exception it raises is only printed (seen: SIGINT inside a WeakValueDictionary callback, and
+    the sweep went on). The trial's end is a checkpoint: the run is KILLED, the signal goes on up."""
+    monkeypatch.setattr(errors, "_RECEIVED", [])
+
+    class Collected:
+        def __del__(self) -> None:
+            errors.raise_on_signal(signal.SIGTERM, None)
+
+    with pytest.raises(Interrupted) as raised, trial_run("golden-sweep-test", "chunk=64"):
+        Collected()  # collected at once: the handler's raise is printed and dropped
     assert raised.value.exit_code == 143
     [run] = mlflow.search_runs(experiment_names=["golden-sweep-test"], output_format="list")
     assert run.info.status == "KILLED" and run.data.tags["error"] == "interrupted by SIGTERM"

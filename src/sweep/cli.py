@@ -35,7 +35,15 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from sweep import tracking
-from sweep.errors import InputError, Interrupted, bad_input, exit_2_on_bad_input, report_bad_input
+from sweep.errors import (
+    InputError,
+    Interrupted,
+    bad_input,
+    exit_2_on_bad_input,
+    raise_if_interrupted,
+    raise_on_signal,
+    report_bad_input,
+)
 from sweep.report import default_console, print_calibration, print_evaluation, print_leaderboard, print_lines
 from sweep.settings import unknown_key
 from sweep.trial import Trial, build_pipeline, check_settings, run_trial
@@ -65,17 +73,15 @@ def choices() -> dict[str, str]:
 def main() -> None:
     """Check the command line, run it; a signal stops the sweep as described in `stop`."""
     for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, raise_interrupted)
+        signal.signal(number, raise_on_signal)
     combinations = 0
     try:
+        sys.argv[1:] = maximizing(sys.argv[1:])
         combinations = preflight(sys.argv[1:])
         hydra_main()
+        raise_if_interrupted()  # a signal a library swallowed during the last combination
     except (Interrupted, KeyboardInterrupt) as interrupted:
         stop(interrupted if isinstance(interrupted, Interrupted) else Interrupted("SIGINT", 130), combinations)
-
-
-def raise_interrupted(number: int, frame: Any) -> None:
-    raise Interrupted(signal.Signals(number).name, 128 + number)
 
 
 def stop(interrupted: Interrupted, combinations: int) -> None:
@@ -97,6 +103,14 @@ def stop(interrupted: Interrupted, combinations: int) -> None:
             file=sys.stderr,
         )
     raise SystemExit(interrupted.exit_code)
+
+
+def maximizing(argv: Sequence[str]) -> list[str]:
+    """`hydra/sweeper=optuna` maximises the objective unless the command line says otherwise: the
+    plugin minimises by default, and the objective (like the leaderboard) is higher-is-better."""
+    if "hydra/sweeper=optuna" in argv and not any(a.startswith("hydra.sweeper.direction=") for a in argv):
+        return [*argv, "hydra.sweeper.direction=maximize"]
+    return list(argv)
 
 
 @exit_2_on_bad_input
@@ -160,13 +174,16 @@ def joined_lines(error: Exception) -> str:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://sweep.conf", config_name="config")
-def hydra_main(cfg: DictConfig) -> float:
+def hydra_main(cfg: DictConfig) -> float | None:
     return task(cfg)
 
 
 @exit_2_on_bad_input
-def task(cfg: DictConfig) -> float:
-    """The trial's objective; NaN for a combination of a multirun that failed."""
+def task(cfg: DictConfig) -> float | None:
+    """The trial's objective; NaN for a combination of a multirun that failed (None under Optuna:
+    hydra-optuna-sweeper 1.3.0 stops the whole sweep on NaN, hydra#2237, and marks a trial that
+    returned None FAIL and goes on)."""
+    raise_if_interrupted()  # no next combination after a signal, even one a library swallowed
     try:
         trial = run_trial(cfg, choices(), overrides())
     except Exception as error:
@@ -178,7 +195,8 @@ def task(cfg: DictConfig) -> float:
             report_bad_input(cause)
         else:
             log.exception("this combination failed; the sweep goes on")
-        return math.nan
+        optuna = str(HydraConfig.get().sweeper.get("_target_", "")).startswith("hydra_plugins.hydra_optuna_sweeper")
+        return None if optuna else math.nan
     show(trial, cfg.objective)
     return trial.objective
 
@@ -206,6 +224,7 @@ class ParentRunCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """The leaderboard; then, if combinations failed, one line each and exit code 1."""
+        raise_if_interrupted()  # the sweep was stopped, not finished: `stop` closes it
         summary = tracking.finish_sweep()
         if summary is None:
             return

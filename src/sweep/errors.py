@@ -9,6 +9,7 @@ code 2, without a traceback; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import functools
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +30,25 @@ class Interrupted(BaseException):
     def __init__(self, name: str, exit_code: int) -> None:
         super().__init__(f"interrupted by {name}")
         self.name, self.exit_code = name, exit_code
+
+
+_RECEIVED: list[Interrupted] = []  # every signal this process received, first first
+
+
+def raise_on_signal(number: int, frame: object) -> None:
+    """The SIGINT/SIGTERM handler: raise `Interrupted` where the program is, and remember it.
+    Python runs a handler between any two bytecodes, also inside a weakref callback or a
+    `__del__`, where a raised exception is only printed ("Exception ignored in ..."); the
+    checkpoints (`raise_if_interrupted`) then stop the command all the same."""
+    interrupted = Interrupted(signal.Signals(number).name, 128 + number)
+    _RECEIVED.append(interrupted)
+    raise interrupted
+
+
+def raise_if_interrupted() -> None:
+    """A checkpoint: raise the first signal received, in case its own raise was swallowed."""
+    if _RECEIVED:
+        raise _RECEIVED[0]
 
 
 def one_line(error: BaseException) -> str:

@@ -33,7 +33,7 @@ import pandas as pd
 import yaml
 
 from sweep.corpus import Corpus
-from sweep.errors import InputError, Interrupted, interruption, one_line
+from sweep.errors import InputError, Interrupted, interruption, one_line, raise_if_interrupted
 from sweep.golden import GoldenSet, doc_grades, evidence_spans
 from sweep.metrics import Evaluation
 from sweep.metrics.abstention import Calibration
@@ -195,6 +195,7 @@ def stopping_as_killed() -> Iterator[None]:
     exits), each with an `error` tag that says why in one line."""
     try:
         yield
+        raise_if_interrupted()  # a signal whose raise a library swallowed: this run did not finish
     except BaseException as error:
         signal = interruption(error)
         if signal is None:
@@ -537,3 +538,116 @@ def _git_commit() -> str | None:
     except OSError:
         return None
     return result.stdout.strip() if result.returncode == 0 else None
+
+
+# ---------------------------------------------------------------- reading runs back (sweep.compare, sweep.check)
+
+
+@dataclass(frozen=True)
+class LoggedRun:
+    """A run as `sweep.compare` and `sweep.check` need it: who it is and what it was scored on."""
+
+    run_id: str
+    name: str
+    status: str
+    experiment_id: str
+    artifact_uri: str
+    tags: dict[str, str]
+    metrics: dict[str, float]
+
+    @property
+    def is_sweep(self) -> bool:
+        """A sweep's parent run: its children are the evaluations."""
+        return self.tags.get("sweep.parent") == "true"
+
+    @property
+    def overrides(self) -> str:
+        return self.tags.get("sweep.overrides", "")
+
+    @property
+    def golden_digest(self) -> str | None:
+        return self.tags.get("data.golden_digest")
+
+
+def _logged(run: Any) -> LoggedRun:
+    return LoggedRun(
+        run.info.run_id,
+        run.info.run_name or run.data.tags.get("mlflow.runName", ""),
+        run.info.status,
+        run.info.experiment_id,
+        run.info.artifact_uri,
+        dict(run.data.tags),
+        dict(run.data.metrics),
+    )
+
+
+def logged_run(run_id: str) -> LoggedRun:
+    """The run `run_id` in the store at `tracking_uri()`. Reading creates nothing: no store, a
+    store that cannot be reached, a malformed or unknown id are each one line (InputError)."""
+    if not _RUN_ID.fullmatch(run_id):
+        raise InputError(f"{run_id!r}: not an MLflow run id (32 hexadecimal digits)")
+    connect(create=False)
+    try:
+        return _logged(mlflow.MlflowClient().get_run(run_id))
+    except mlflow.exceptions.MlflowException as error:
+        if error.error_code == "RESOURCE_DOES_NOT_EXIST":
+            raise InputError(f"no run {run_id} at {tracking_uri()}") from None
+        raise InputError(f"run {run_id}: cannot read it from {tracking_uri()} ({one_line(error)})") from None
+
+
+def sweep_children(parent_id: str) -> list[LoggedRun]:
+    """The runs of the sweep `parent_id` (its children), earliest first, whatever their status."""
+    parent = logged_run(parent_id)
+    runs = mlflow.search_runs(
+        [parent.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent.run_id}'",
+        order_by=["attributes.start_time ASC"],
+        output_format="list",
+    )
+    return [_logged(run) for run in runs]
+
+
+@contextmanager
+def _no_progress_bar() -> Iterator[None]:
+    """MLflow draws a download bar on stderr for every artifact it reads; a one-line CLI shows none."""
+    name = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    before = os.environ.get(name)
+    os.environ[name] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def load_per_query(run: LoggedRun) -> pd.DataFrame:
+    """`tables/per_query.json` of `run` (what `log_evaluation` logged), one row per question, in
+    the logged column order; undefined values (NaN, logged as null) are NaN again."""
+    listed = {a.path for a in mlflow.MlflowClient().list_artifacts(run.run_id, "tables")}
+    if "tables/per_query.json" not in listed:
+        kind = "a sweep's parent run" if run.is_sweep else f"a {run.status} run"
+        raise InputError(f"run {run.run_id} ({kind}) has no tables/per_query.json: it holds no evaluation")
+    try:
+        with _no_progress_bar():
+            table = mlflow.artifacts.load_dict(f"{run.artifact_uri}/tables/per_query.json")
+        return pd.DataFrame(table["data"], columns=table["columns"])
+    except (mlflow.exceptions.MlflowException, OSError, KeyError, TypeError, ValueError) as error:
+        raise InputError(f"run {run.run_id}: cannot read tables/per_query.json ({one_line(error)})") from None
+
+
+def log_comparison(run_id: str, name: str, markdown: str, data: Mapping[str, Any]) -> list[str]:
+    """A comparison as artifacts of run `run_id`: `compare/<name>.md` and `compare/<name>.json`.
+    The artifact paths."""
+    client = mlflow.MlflowClient()
+    paths = [f"compare/{name}.md", f"compare/{name}.json"]
+    client.log_text(run_id, markdown, paths[0])
+    client.log_dict(run_id, dict(data), paths[1])
+    return paths
+
+
+def best_run_id(metric: str, experiment: str = DEFAULT_EXPERIMENT, maximize: bool = True) -> str:
+    """`best_run`'s winner, its id only, read without MLflow's download bars on stderr."""
+    with _no_progress_bar():
+        return best_run(metric, experiment, maximize=maximize).run_id
