@@ -122,3 +122,11 @@ def test_paired_comparison_uses_only_questions_both_runs_scored():
     a = pd.DataFrame({"m": [0.0, 1.0, np.nan]}, index=["x", "y", "u"])
     b = pd.DataFrame({"m": [1.0, 1.0]}, index=["x", "y"])
     assert compare(a, b, ["m"]).loc["m", "n"] == 2
+
+
+def test_one_paired_question_is_a_point_interval_and_p_one():
+    a = pd.DataFrame({"m": [0.2]}, index=["q1"])
+    b = pd.DataFrame({"m": [0.7]}, index=["q1"])
+    row = compare(a, b, ["m"]).loc["m"]
+    assert row["n"] == 1 and row["delta"] == pytest.approx(0.5)
+    assert row["low"] == row["high"] == pytest.approx(0.5) and row["p_randomization"] == 1.0

@@ -88,29 +88,23 @@ def paired_table(
         pair = pd.concat([a[metric], b[metric]], axis=1, keys=["a", "b"], join="inner").dropna()
         if not len(pair):
             continue
-        delta = pair["b"] - pair["a"]
-        better = -delta if lower_is_better(metric) else delta
-        point = float(delta.mean())
+        better = pair["b"] - pair["a"] if not lower_is_better(metric) else pair["a"] - pair["b"]
         rows[metric] = {
-            "a": float(pair["a"].mean()),
-            "b": float(pair["b"].mean()),
-            "delta": point,
-            "ci_low": point,
-            "ci_high": point,
-            "p_value": 1.0,
             "wins": int((better > TIE).sum()),
             "ties": int((better.abs() <= TIE).sum()),
             "losses": int((better < -TIE).sum()),
-            "n": len(pair),
         }
-    testable = [m for m, row in rows.items() if row["n"] >= 2]
-    if testable:
-        tested = compare(a[testable], b[testable], testable, n_resamples=resamples, seed=seed)
+    if rows:
+        tested = compare(a[list(rows)], b[list(rows)], list(rows), n_resamples=resamples, seed=seed)
         for metric, row in tested.iterrows():
             rows[metric] |= {
+                "a": float(row["mean_a"]),
+                "b": float(row["mean_b"]),
+                "delta": float(row["delta"]),
                 "ci_low": float(row["low"]),
                 "ci_high": float(row["high"]),
                 "p_value": float(row["p_randomization"]),
+                "n": int(row["n"]),
             }
     table = pd.DataFrame.from_dict(rows, orient="index", columns=[c for c in COLUMNS if c != "p_holm"])
     table.insert(COLUMNS.index("p_holm"), "p_holm", holm(table["p_value"].to_numpy()) if len(table) else [])

@@ -106,7 +106,7 @@ def _paired_bootstrap(delta: np.ndarray, confidence: float, n_resamples: int, se
 
 
 def _randomization_p(delta: np.ndarray, n_resamples: int, seed: int) -> float:
-    if delta.size == 0 or not delta.any():
+    if delta.size < 2 or not delta.any():  # one question: its two sign flips are +d and -d, p = 1
         return 1.0
     result = stats.permutation_test(
         (delta,),
