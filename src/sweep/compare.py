@@ -362,7 +362,7 @@ def resolve(spec: str, label: str, metric: str, experiment: str) -> tracking.Log
     try:
         if spec == BEST:
             try:
-                spec = tracking.best_run_id(metric, experiment, maximize=not lower_is_better(metric))
+                spec = tracking.best_run(metric, experiment, maximize=not lower_is_better(metric)).run_id
             except InputError as error:
                 raise InputError(f"{label} {BEST}: {error}") from None
         return tracking.logged_run(spec)

@@ -56,9 +56,9 @@ class Retrieval:
         return {
             qid: [
                 {"doc": self.chunks[i].doc_id, "start": self.chunks[i].start, "end": self.chunks[i].end, "score": score}
-                for i, score in self.contexts.get(qid, [])
+                for i, score in hits
             ]
-            for qid in self.contexts
+            for qid, hits in self.contexts.items()
         }
 
 

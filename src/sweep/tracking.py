@@ -371,8 +371,9 @@ def best_run(
         where = f"sweep {sweep}" if sweep else f"experiment {experiment!r}"
         raise InputError(f"no finished run in {where} has the metric {metric!r}")
     run = runs[0]
-    config = yaml.safe_load(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/config/resolved.yaml"))
-    hydra = yaml.safe_load(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/config/overrides.yaml"))
+    with _no_progress_bar():
+        config = yaml.safe_load(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/config/resolved.yaml"))
+        hydra = yaml.safe_load(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/config/overrides.yaml"))
     return BestRun(run.info.run_id, run.data.metrics[metric], config, hydra["overrides"], hydra.get("choices", {}))
 
 
@@ -645,9 +646,3 @@ def log_comparison(run_id: str, name: str, markdown: str, data: Mapping[str, Any
     client.log_text(run_id, markdown, paths[0])
     client.log_dict(run_id, dict(data), paths[1])
     return paths
-
-
-def best_run_id(metric: str, experiment: str = DEFAULT_EXPERIMENT, maximize: bool = True) -> str:
-    """`best_run`'s winner, its id only, read without MLflow's download bars on stderr."""
-    with _no_progress_bar():
-        return best_run(metric, experiment, maximize=maximize).run_id

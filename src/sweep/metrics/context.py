@@ -65,6 +65,13 @@ def _covered(spans: list[tuple[int, int]]) -> int:
     return total
 
 
+def _evidence_in(chunk: Chunk, spans: Sequence[Span]) -> list[tuple[int, int]]:
+    """The characters of `spans` (of the chunk's document) that `chunk` holds."""
+    return [
+        (max(chunk.start, s.start), min(chunk.end, s.end)) for s in spans if chunk.start < s.end and chunk.end > s.start
+    ]
+
+
 def _uncovered(evidence: Sequence[Span], hits: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Parts of the (merged, sorted) evidence spans that no interval in `hits` covers."""
     gaps = []
@@ -111,14 +118,7 @@ def precision_omega(evidence: Mapping[str, Sequence[Span]], layout: ChunkLayout)
     for doc, spans in evidence.items():
         holders = [layout.chunks[i] for i in layout.holding(doc, spans)]
         delivered += sum(c.end - c.start for c in holders)
-        covered += _covered(
-            [
-                (max(c.start, s.start), min(c.end, s.end))
-                for c in holders
-                for s in spans
-                if c.start < s.end and c.end > s.start
-            ]
-        )
+        covered += _covered([part for chunk in holders for part in _evidence_in(chunk, spans)])
     return covered / delivered if delivered else 0.0
 
 
@@ -149,11 +149,7 @@ def score_contexts(
                 chunk = chunks[ranked[rank - 1]]
                 delivered += chunk.end - chunk.start
                 tokens += chunk.n_tokens
-                for span in evidence.get(chunk.doc_id, ()):
-                    if chunk.start < span.end and chunk.end > span.start:
-                        hits.setdefault(chunk.doc_id, []).append(
-                            (max(chunk.start, span.start), min(chunk.end, span.end))
-                        )
+                hits.setdefault(chunk.doc_id, []).extend(_evidence_in(chunk, evidence.get(chunk.doc_id, ())))
             if rank in cutoffs:
                 covered = sum(_covered(intervals) for intervals in hits.values())
                 values[f"context/recall_at_{rank}"] = covered / total
