@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Collection, Mapping, Sequence
@@ -103,7 +104,45 @@ def runs_in(store: str) -> tuple[mlflow.MlflowClient, list]:
     return client, client.search_runs([experiment.experiment_id])
 
 
+@pytest.fixture(scope="session")
+def real_sweep(tmp_path_factory, small_kb_files) -> tuple[str, dict[str, str], Path, str]:
+    """`python -m sweep -m model=bm25,tfidf` on the small knowledge base, once per session:
+    (store, {model: child run id}, cwd, what it printed). Its sweep folder is cwd/multirun."""
+    cwd = tmp_path_factory.mktemp("real-sweep")
+    result = sweep(cwd, small_kb_files, "-m", "model=bm25,tfidf")
+    assert result.returncode == 0, result.stderr[-3000:]
+    store = f"sqlite:///{cwd / 'mlflow.db'}"
+    _, runs = runs_in(store)
+    children = {r.data.params["model"]: r.info.run_id for r in runs if r.data.tags.get("mlflow.parentRunId")}
+    assert sorted(children) == ["bm25", "tfidf"]
+    return store, children, cwd, result.stdout
+
+
 def compose_config(*overrides: str) -> DictConfig:
     """The config `python -m sweep OVERRIDES` runs, composed in process."""
     with initialize_config_module(version_base="1.3", config_module="sweep.conf"):
         return compose("config", overrides=list(overrides))
+
+
+CHROMIUM = ("chromium", "chromedriver")  # Debian's packages `chromium` and `chromium-driver`
+
+
+@pytest.fixture
+def browser():
+    """Headless Chromium (Debian's, through its chromedriver: nothing is downloaded), closed after
+    the test. Skips, saying what to install, when the machine has no chromium."""
+    missing = [name for name in CHROMIUM if shutil.which(name) is None]
+    if missing:
+        pytest.skip(f"no {' or '.join(missing)} here: apt-get install -y chromium chromium-driver (.ci/run does)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1600"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import golden_of, ranked, runs_in, sweep
+from conftest import golden_of, ranked
 from sweep import check, compare
 from sweep.corpus import Corpus, Document
 from sweep.golden import GoldenSet
@@ -28,6 +28,7 @@ from sweep.tracking import (
     log_config,
     log_evaluation,
     log_golden_input,
+    log_stats,
     start_sweep,
     trial_run,
 )
@@ -60,14 +61,17 @@ def rankings(golden_set: GoldenSet, third: list[str] = (), abstain: bool = False
     return out
 
 
-def log_run(name: str, golden_set: GoldenSet, results: dict[str, list[str]], *extra: str) -> str:
+def log_run(
+    name: str, golden_set: GoldenSet, results: dict[str, list[str]], *extra: str, costs: dict | None = None
+) -> str:
     """One evaluation logged as the pipeline logs it: config, per-query tables, golden digest;
-    `extra`: overrides besides `model=<name>`."""
+    `extra`: overrides besides `model=<name>`; `costs`: what the pipeline measured (latency ...)."""
     corpus = Corpus(tuple(Document(d, "text") for q in golden_set for d in q.relevant))
     with trial_run(EXPERIMENT, name) as run:
         log_config({"model": name}, [f"model={name}", *extra], {"model": name})
         log_evaluation(score(golden_set, ranked(results)))
         log_golden_input(golden_set, corpus)
+        log_stats(costs or {})
     return run.run_id
 
 
@@ -362,19 +366,6 @@ def test_compare_bad_input_is_one_line_and_exit_2(store, capsys, monkeypatch):
 # ---------------------------------------------------------------- a real sweep, the command lines
 
 
-@pytest.fixture(scope="module")
-def real_sweep(tmp_path_factory, small_kb_files) -> tuple[str, dict[str, str], Path]:
-    """`python -m sweep -m model=bm25,tfidf` on the small knowledge base: (store, {model: run id}, cwd)."""
-    cwd = tmp_path_factory.mktemp("real-sweep")
-    result = sweep(cwd, small_kb_files, "-m", "model=bm25,tfidf")
-    assert result.returncode == 0, result.stderr[-3000:]
-    store = f"sqlite:///{cwd / 'mlflow.db'}"
-    _, runs = runs_in(store)
-    children = {r.data.params["model"]: r.info.run_id for r in runs if r.data.tags.get("mlflow.parentRunId")}
-    assert sorted(children) == ["bm25", "tfidf"]
-    return store, children, cwd
-
-
 def cli(module: str, store: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", module, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
@@ -384,7 +375,7 @@ def cli(module: str, store: str, cwd: Path, *args: str) -> subprocess.CompletedP
 
 @pytest.mark.slow
 def test_compare_cli_on_a_real_sweep(real_sweep, capsys, monkeypatch):
-    store, runs, cwd = real_sweep
+    store, runs, cwd, _ = real_sweep
     result = cli("sweep.compare", store, cwd, runs["bm25"], runs["tfidf"], "--json")
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""  # no download bars
@@ -407,7 +398,7 @@ def test_compare_cli_on_a_real_sweep(real_sweep, capsys, monkeypatch):
 
 @pytest.mark.slow
 def test_check_cli_on_a_real_sweep(real_sweep, capsys, monkeypatch):
-    store, runs, cwd = real_sweep
+    store, runs, cwd, _ = real_sweep
     itself = cli("sweep.check", store, cwd, "--baseline", runs["bm25"], "--candidate", runs["bm25"], "--per-type")
     assert itself.returncode == 0 and "check passed" in itself.stdout, itself.stdout + itself.stderr
     bad = cli("sweep.check", store, cwd, "--baseline", runs["bm25"], "--candidate", "best", "--metric", "ndgc_at_10")

@@ -2,8 +2,14 @@
 
     from sweep import best_config
     cfg = best_config("ndcg_at_10")              # an OmegaConf DictConfig
+    cfg = best_config("ndcg_at_10", among="tied", prefer="latency/search_ms_p50")
 
     python -m sweep.best --metric ndcg_at_10 [--sweep PARENT_RUN_ID] [--output best.yaml]
+    python -m sweep.best --metric ndcg_at_10 --among tied --prefer latency/search_ms_p50
+
+`among="tied"` takes the cheapest (lowest `prefer`) of the runs the golden set cannot tell apart
+from the best one (a Holm-corrected paired test over the questions: `sweep.leaderboard`), rather
+than a maximum that may be noise.
 
 Reading MLflow needs neither Hydra nor FAISS, so neither is imported here.
 """
@@ -20,7 +26,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.tracking import DEFAULT_EXPERIMENT, best_run
+from sweep.tracking import AMONG, CHEAPEST_BY, DEFAULT_EXPERIMENT, best_run
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,7 @@ class Winner:
     config: DictConfig  # the resolved config: runs as it is with sweep.trial.run_trial
     overrides: list[str]  # the command line that produced it
     choices: dict[str, str]  # each config group's option (`{"index": "hnsw", ...}`)
+    why: str  # how it was chosen
 
     @property
     def command(self) -> str:
@@ -37,18 +44,29 @@ class Winner:
 
 
 def find_best(
-    metric: str = "ndcg_at_10", experiment: str | None = None, sweep: str | None = None, maximize: bool = True
+    metric: str = "ndcg_at_10",
+    experiment: str | None = None,
+    sweep: str | None = None,
+    maximize: bool = True,
+    among: str = "best",
+    prefer: str = CHEAPEST_BY,
 ) -> Winner:
-    """The finished run with the best `metric` (only the children of parent run `sweep`, if given)."""
-    found = best_run(metric, experiment or DEFAULT_EXPERIMENT, sweep, maximize)
-    return Winner(found.run_id, found.value, OmegaConf.create(found.config), found.overrides, found.choices)
+    """The finished run with the best `metric` (only the children of parent run `sweep`, if given);
+    `among="tied"`: the one with the lowest `prefer` of those statistically tied with it."""
+    found = best_run(metric, experiment or DEFAULT_EXPERIMENT, sweep, maximize, among, prefer)
+    return Winner(found.run_id, found.value, OmegaConf.create(found.config), found.overrides, found.choices, found.why)
 
 
 def best_config(
-    metric: str = "ndcg_at_10", experiment: str | None = None, sweep: str | None = None, maximize: bool = True
+    metric: str = "ndcg_at_10",
+    experiment: str | None = None,
+    sweep: str | None = None,
+    maximize: bool = True,
+    among: str = "best",
+    prefer: str = CHEAPEST_BY,
 ) -> DictConfig:
-    """The winning run's fully resolved config."""
-    return find_best(metric, experiment, sweep, maximize).config
+    """The winning run's fully resolved config (`find_best`)."""
+    return find_best(metric, experiment, sweep, maximize, among, prefer).config
 
 
 @exit_2_on_bad_input
@@ -58,14 +76,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--experiment", default=None, help=f"default {DEFAULT_EXPERIMENT!r}")
     parser.add_argument("--sweep", default=None, help="parent run id: only that sweep's runs")
     parser.add_argument("--minimize", action="store_true", help="lower is better (e.g. latency/search_ms_p50)")
+    parser.add_argument(
+        "--among", default="best", choices=AMONG, help="tied: the cheapest of the runs tied with the best"
+    )
+    parser.add_argument("--prefer", default=CHEAPEST_BY, help=f"with --among tied, lowest wins (default {CHEAPEST_BY})")
     parser.add_argument("--output", default=None, help="write the resolved config to this YAML file")
     args = parser.parse_args(argv)
     if args.output and Path(args.output).is_dir():
         raise InputError(
             f"--output {args.output}: is a folder; give a file name, e.g. {Path(args.output) / 'best.yaml'}"
         )
-    winner = find_best(args.metric, args.experiment, args.sweep, maximize=not args.minimize)
-    print(f"run {winner.run_id}: {args.metric} = {winner.value:.4f}")
+    winner = find_best(args.metric, args.experiment, args.sweep, not args.minimize, args.among, args.prefer)
+    print(f"run {winner.run_id}: {args.metric} = {winner.value:.4f}, {winner.why}")
     print(f"reproduce: {winner.command}")
     if args.output:
         try:

@@ -20,6 +20,7 @@ import re
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import hydra
@@ -97,7 +98,7 @@ def stop(interrupted: Interrupted, combinations: int) -> None:
     if summary is None:
         print(f"error: {interrupted}; the run in progress is marked KILLED", file=sys.stderr)
     else:
-        done = 0 if summary.leaderboard is None else int((summary.leaderboard["status"] == "FINISHED").sum())
+        done = 0 if summary.results is None else int((summary.results.leaderboard["status"] == "FINISHED").sum())
         print(
             f"error: {interrupted}: {done} of {combinations} combinations finished; the sweep is marked KILLED",
             file=sys.stderr,
@@ -228,11 +229,16 @@ class ParentRunCallback(Callback):
         summary = tracking.finish_sweep()
         if summary is None:
             return
-        if summary.leaderboard is not None:
-            print_leaderboard(summary.leaderboard, [config.objective, *SHOWN], console=CONSOLE)
+        if summary.results is not None:
+            print_leaderboard(summary.results, console=CONSOLE)
+        if summary.report is not None:
+            report = Path(config.hydra.sweep.dir) / tracking.REPORT
+            report.parent.mkdir(parents=True, exist_ok=True)
+            report.write_text(summary.report)
+            print_lines([f"Report: {report} (also the sweep run's artifact {tracking.REPORT})"], console=CONSOLE)
         print_lines(tracking.ui_hint(summary.experiment_id), console=CONSOLE)
         if summary.failed:
-            n = len(summary.leaderboard) if summary.leaderboard is not None else len(summary.failed)
+            n = len(summary.results.leaderboard) if summary.results is not None else len(summary.failed)
             print(f"error: {len(summary.failed)} of {n} combinations failed:", file=sys.stderr)
             for combination, error in summary.failed:
                 print(f"  {combination}: {error}", file=sys.stderr)

@@ -9,10 +9,13 @@ code 2, without a traceback; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import functools
+import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import TypeVar
 
 EXIT_BAD_INPUT = 2
@@ -33,16 +36,37 @@ class Interrupted(BaseException):
 
 
 _RECEIVED: list[Interrupted] = []  # every signal this process received, first first
+_DEFER_INSIDE = ("sqlalchemy.", "mlflow.store.", "alembic.")  # a write these make must not be cut in half
+_RETRY_S = 0.05  # how soon a deferred signal is delivered again
+_MAX_DEFERRALS = 200  # about 10 s: a store that hangs does not make the signal wait longer
 
 
-def raise_on_signal(number: int, frame: object) -> None:
+def raise_on_signal(number: int, frame: FrameType | None) -> None:
     """The SIGINT/SIGTERM handler: raise `Interrupted` where the program is, and remember it.
-    Python runs a handler between any two bytecodes, also inside a weakref callback or a
-    `__del__`, where a raised exception is only printed ("Exception ignored in ..."); the
-    checkpoints (`raise_if_interrupted`) then stop the command all the same."""
+
+    Not in the middle of a write to the MLflow store: an exception raised inside SQLAlchemy can
+    leave its session unusable, and then the run cannot be marked KILLED. There the signal is
+    delivered again a moment later, until the write is over (at most about 10 s). Python runs a
+    handler between any two bytecodes, also inside a weakref callback or a `__del__`, where a
+    raised exception is only printed ("Exception ignored in ..."); the checkpoints
+    (`raise_if_interrupted`) then stop the command all the same."""
     interrupted = Interrupted(signal.Signals(number).name, 128 + number)
     _RECEIVED.append(interrupted)
+    if len(_RECEIVED) <= _MAX_DEFERRALS and _inside(frame, _DEFER_INSIDE):
+        again = threading.Timer(_RETRY_S, os.kill, (os.getpid(), number))
+        again.daemon = True
+        again.start()
+        return
     raise interrupted
+
+
+def _inside(frame: FrameType | None, modules: tuple[str, ...]) -> bool:
+    """Whether the call stack at `frame` runs code of one of `modules` (prefixes of module names)."""
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith(modules):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def raise_if_interrupted() -> None:

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweep.golden import doc_grades
+from sweep.leaderboard import SweepResults
 from sweep.metrics import Evaluation
 from sweep.metrics.abstention import Calibration
 from sweep.metrics.context import CONTEXT_N, PER_CUTOFF, PRECISION_OMEGA
@@ -164,10 +165,54 @@ def print_calibration(calibration: Calibration, console: Console | None = None) 
     )
 
 
-def print_leaderboard(leaderboard: pd.DataFrame, columns: Sequence[str], console: Console | None = None) -> None:
-    """The sweep's combinations (rows, best first) with `columns` where they were logged, and status."""
-    shown = [c for c in dict.fromkeys([*columns, "status"]) if c in leaderboard.columns]
-    (console or default_console()).print(frame_table(leaderboard[shown], "Leaderboard", leaderboard.index.name))
+COST_COLUMNS = {  # the leaderboard's cost columns: header, and the factor to that unit
+    "latency/search_ms_p50": ("p50 ms", 1.0),
+    "latency/search_ms_p95": ("p95 ms", 1.0),
+    "index/bytes": ("index MiB", 1 / 2**20),
+    "time/embed_s": ("embed s", 1.0),
+}
+
+
+def leaderboard_table(results: SweepResults) -> Table:
+    """The sweep's configurations, best first: the objective's mean with its 95% interval, the
+    difference to the leader and its Holm-corrected p-value, whether it is tied with the leader,
+    the costs where logged, and the status."""
+    board = results.leaderboard
+    table = Table(
+        title=f"Leaderboard by {results.objective} (tied: the paired test against the best, Holm-corrected, "
+        f"finds no difference at alpha {results.alpha})",
+        title_justify="left",
+    )
+    costs = [c for c in COST_COLUMNS if c in board.columns]
+    table.add_column("config", overflow="fold")
+    for header in (results.objective, "95% CI", "delta", "p (Holm)", "tied", *(COST_COLUMNS[c][0] for c in costs)):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("status")
+    for row in board.to_dict("index").values():
+        scored = not math.isnan(row["mean"])
+        table.add_row(
+            _cell(str(row["config"])),
+            _fmt(row["mean"]),
+            f"{row['ci_low']:.4f}-{row['ci_high']:.4f}" if scored else "-",
+            _fmt(row["delta"]),
+            _fmt(row["p_holm"]),
+            ("yes" if row["tied_with_best"] else "no") if scored else "-",
+            *(_number(row[c] * COST_COLUMNS[c][1]) for c in costs),
+            str(row["status"]),
+        )
+    return table
+
+
+def _number(value: float) -> str:
+    """A cost in 3 significant digits, `-` where it was not logged."""
+    return "-" if math.isnan(value) else f"{value:.3g}"
+
+
+def print_leaderboard(results: SweepResults, console: Console | None = None) -> None:
+    """The leaderboard table and, under it, the smallest difference the golden set can detect."""
+    console = console or default_console()
+    console.print(leaderboard_table(results))
+    console.print(results.mde_line(), soft_wrap=True)
 
 
 def print_lines(lines: Sequence[str], console: Console | None = None) -> None:

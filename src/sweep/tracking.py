@@ -35,13 +35,17 @@ import yaml
 from sweep.corpus import Corpus
 from sweep.errors import InputError, Interrupted, interruption, one_line, raise_if_interrupted
 from sweep.golden import GoldenSet, doc_grades, evidence_spans
+from sweep.leaderboard import ConfigRun, SweepResults, build
 from sweep.metrics import Evaluation
 from sweep.metrics.abstention import Calibration
+from sweep.metrics.scoring import HEADLINE
+from sweep.report_html import render as render_report
 from sweep.runs import Run
 
 log = logging.getLogger(__name__)
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "golden-sweep"
+REPORT = "report.html"  # a sweep's self-contained report: its parent run's artifact
 PARENT_RUN = "SWEEP_PARENT_RUN_ID"  # set by the sweep's parent run for the trials it launches
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # else 3.17's UI opens GenAI mode
 PACKAGES = (
@@ -284,43 +288,82 @@ def start_sweep(experiment: str, overrides: Sequence[str], objective: str) -> st
 @dataclass(frozen=True)
 class SweepSummary:
     experiment_id: str
-    leaderboard: pd.DataFrame | None  # by each child's overrides, best objective first; None without children
+    results: SweepResults | None  # the leaderboard and the report's contents; None without children
+    report: str | None  # report.html (self-contained); None without children
     failed: list[tuple[str, str]]  # (overrides, error) of each combination that did not finish
 
 
 def finish_sweep(interrupted: Interrupted | None = None) -> SweepSummary | None:
-    """Close the sweep's parent run with the leaderboard of its children (best `sweep.objective`
-    first): FINISHED, or KILLED when `interrupted`. Children a dead process left RUNNING are
-    marked KILLED first. None when no sweep is open."""
+    """Close the sweep's parent run, FINISHED (KILLED when `interrupted`), with what its children
+    measured (`sweep.leaderboard`): `tables/leaderboard.json` (best `sweep.objective` first, with
+    intervals, p-values against the leader and the tie mark), `stats/mde_<objective>` and the
+    self-contained `report.html`. Children a dead process left RUNNING are marked KILLED first.
+    None when no sweep is open."""
     parent_id = os.environ.pop(PARENT_RUN, None)
     if parent_id is None:
         return None
-    parent = mlflow.get_run(parent_id)
-    experiment_id, objective = parent.info.experiment_id, parent.data.tags.get("sweep.objective")
+    client = mlflow.MlflowClient()
+    parent = client.get_run(parent_id)
+    experiment_id, objective = parent.info.experiment_id, parent.data.tags.get("sweep.objective", HEADLINE)
     of_this_sweep = f"tags.mlflow.parentRunId = '{parent_id}'"
     running = f"{of_this_sweep} and attributes.status = 'RUNNING'"
-    kill_orphans(experiment_id, mlflow.MlflowClient().search_runs([experiment_id], filter_string=running))
-    children = mlflow.search_runs([experiment_id], filter_string=of_this_sweep, order_by=["attributes.start_time ASC"])
-    leaderboard = None
-    if len(children):
-        columns = [c for c in children.columns if c.startswith("metrics.") and not c.startswith("metrics.type/")]
-        table = children.set_index("tags.sweep.overrides")[[*columns, "status"]].reset_index()
-        mlflow.log_table(table, "tables/leaderboard.json", run_id=parent_id)
-        leaderboard = table.rename(columns=lambda c: c.removeprefix("metrics.")).set_index("tags.sweep.overrides")
-        leaderboard.index.name = "overrides"
-        if objective in leaderboard.columns:  # absent when every combination failed
-            leaderboard = leaderboard.sort_values(objective, ascending=False, kind="stable")
-    unfinished = children[children["status"] != "FINISHED"] if len(children) else children
-    failed = [
-        (str(row.get("tags.sweep.overrides")), str(row.get("tags.error") or row["status"]))
-        for _, row in unfinished.iterrows()
-    ]
+    kill_orphans(experiment_id, client.search_runs([experiment_id], filter_string=running))
+    children = [_logged(run) for run in _search_all(client, experiment_id, of_this_sweep)]
+    results = report = None
+    if children:
+        results = build_results(objective, children)
+        mlflow.log_table(results.leaderboard.reset_index(), "tables/leaderboard.json", run_id=parent_id)
+        mlflow.log_metrics(loggable({f"stats/mde_{objective}": results.mde}))
+        report = render_report(results, f"Sweep {parent.data.tags.get('sweep.overrides', '')}".strip())
+        mlflow.log_text(report, REPORT)
+    failed = [(c.overrides, c.tags.get("error") or c.status) for c in children if c.status != "FINISHED"]
     if interrupted is None:
         mlflow.end_run()
     else:
         mlflow.set_tag("error", str(interrupted))
         mlflow.end_run("KILLED")
-    return SweepSummary(experiment_id, leaderboard, failed)
+    return SweepSummary(experiment_id, results, report, failed)
+
+
+def _search_all(client: mlflow.MlflowClient, experiment_id: str, filter_string: str) -> list[Any]:
+    """Every run matching `filter_string`, earliest first, across result pages."""
+    runs, token = [], None
+    while True:
+        page = client.search_runs(
+            [experiment_id], filter_string, order_by=["attributes.start_time ASC"], max_results=1000, page_token=token
+        )
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def build_results(objective: str, runs: Sequence[LoggedRun]) -> SweepResults:
+    """`sweep.leaderboard.build` on logged runs: each finished run's per-question table is read back."""
+    configs = [
+        ConfigRun(
+            run.run_id,
+            run.overrides or run.name,
+            run.status,
+            run.metrics,
+            run.params,
+            _per_query_if_logged(run),
+        )
+        for run in runs
+    ]
+    return build(objective, configs)
+
+
+def _per_query_if_logged(run: LoggedRun) -> pd.DataFrame | None:
+    """A finished run's per-question table; None (with a warning) when it cannot be read back, so
+    the sweep still closes with the others ranked."""
+    if run.status != "FINISHED":
+        return None
+    try:
+        return load_per_query(run)
+    except InputError as error:
+        log.warning("left out of the leaderboard: %s", error)
+        return None
 
 
 def ui_hint(experiment_id: str) -> list[str]:
@@ -342,15 +385,33 @@ class BestRun:
     config: dict[str, Any]  # the resolved config
     overrides: list[str]
     choices: dict[str, str]
+    why: str  # how it was chosen, in one line
+
+
+AMONG = ("best", "tied")  # the single best value, or the cheapest of those tied with it
+CHEAPEST_BY = "latency/search_ms_p50"
 
 
 def best_run(
-    metric: str, experiment: str = DEFAULT_EXPERIMENT, sweep: str | None = None, maximize: bool = True
+    metric: str,
+    experiment: str = DEFAULT_EXPERIMENT,
+    sweep: str | None = None,
+    maximize: bool = True,
+    among: str = "best",
+    prefer: str = CHEAPEST_BY,
 ) -> BestRun:
     """The finished run with the best `metric` (only the children of parent run `sweep`, if given;
-    the earliest on ties). Reading creates nothing: no store is an error."""
-    if not _METRIC_NAME.fullmatch(metric):
-        raise InputError(f"--metric {metric!r}: not a metric name (letters, digits and _ - . / : space)")
+    the earliest on ties). `among="tied"`: of the runs statistically tied with that one
+    (`sweep.leaderboard`: Holm-corrected paired test over the questions, on the runs of the sweep,
+    or of the experiment scored on the same golden set), the one with the lowest `prefer` (a cost,
+    e.g. `latency/search_ms_p50`). Reading creates nothing: no store is an error."""
+    for name, value in (("--metric", metric), ("--prefer", prefer)):
+        if not _METRIC_NAME.fullmatch(value):
+            raise InputError(f"{name} {value!r}: not a metric name (letters, digits and _ - . / : space)")
+    if among not in AMONG:
+        raise InputError(f"--among {among!r}: one of {', '.join(AMONG)}")
+    if among == "tied" and not maximize:
+        raise InputError("--among tied ranks higher-is-better metrics; it cannot be combined with --minimize")
     if sweep is not None and not _RUN_ID.fullmatch(sweep):
         raise InputError(f"--sweep {sweep!r}: not an MLflow run id (32 hexadecimal digits)")
     connect(create=False)
@@ -370,11 +431,36 @@ def best_run(
     if not runs:
         where = f"sweep {sweep}" if sweep else f"experiment {experiment!r}"
         raise InputError(f"no finished run in {where} has the metric {metric!r}")
-    run = runs[0]
+    run, why = runs[0], f"the {'highest' if maximize else 'lowest'} {metric}"
+    if among == "tied":
+        golden = run.data.tags.get("data.golden_digest", "")
+        conditions.append(f"tags.`data.golden_digest` = '{golden}'")
+        candidates = _search_all(mlflow.MlflowClient(), found.experiment_id, " and ".join(conditions))
+        run, why = _cheapest_tied(metric, [_logged(c) for c in candidates], prefer)
     with _no_progress_bar():
         config = yaml.safe_load(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/config/resolved.yaml"))
         hydra = yaml.safe_load(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/config/overrides.yaml"))
-    return BestRun(run.info.run_id, run.data.metrics[metric], config, hydra["overrides"], hydra.get("choices", {}))
+    return BestRun(run.info.run_id, run.data.metrics[metric], config, hydra["overrides"], hydra.get("choices", {}), why)
+
+
+def _cheapest_tied(metric: str, candidates: Sequence[LoggedRun], prefer: str) -> tuple[Any, str]:
+    """The run with the lowest `prefer` among `candidates` tied with the best by `metric` (the
+    better-ranked one on equal cost; a run without `prefer` comes last), and why, in one line."""
+    results = build_results(metric, candidates)
+    board = results.leaderboard
+    if board["mean"].isna().all():
+        raise InputError(
+            f"--among tied: {metric!r} is not a per-question metric (tables/per_query.json has no such column)"
+        )
+    tied = board[board["tied_with_best"]]
+    cost = tied[prefer] if prefer in tied.columns else pd.Series(float("nan"), index=tied.index)
+    chosen = cost.fillna(float("inf")).sort_values(kind="stable").index[0]
+    leader = board.index[0]
+    why = (
+        f"the lowest {prefer} ({cost[chosen]:.4g}) of {len(tied)} of {len(board)} runs tied with the best "
+        f"(run {leader}: {metric} {board.at[leader, 'mean']:.4f}; Holm-corrected paired test, alpha {results.alpha})"
+    )
+    return mlflow.get_run(chosen), why
 
 
 def loggable(values: Mapping[str, float]) -> dict[str, float]:
@@ -555,6 +641,7 @@ class LoggedRun:
     artifact_uri: str
     tags: dict[str, str]
     metrics: dict[str, float]
+    params: dict[str, str]
 
     @property
     def is_sweep(self) -> bool:
@@ -579,6 +666,7 @@ def _logged(run: Any) -> LoggedRun:
         run.info.artifact_uri,
         dict(run.data.tags),
         dict(run.data.metrics),
+        dict(run.data.params),
     )
 
 
@@ -646,3 +734,51 @@ def log_comparison(run_id: str, name: str, markdown: str, data: Mapping[str, Any
     client.log_text(run_id, markdown, paths[0])
     client.log_dict(run_id, dict(data), paths[1])
     return paths
+
+
+# ---------------------------------------------------------------- a run's results, read back (sweep.pool)
+
+RUN_FILE = "run.trec"
+RETRIEVED_CHUNKS = "tables/retrieved_chunks.json"
+
+
+def golden_source(run: LoggedRun) -> str | None:
+    """The golden file `run` was scored on: the source (an absolute path) of its `golden` dataset
+    input; None when it has none."""
+    inputs = mlflow.MlflowClient().get_run(run.run_id).inputs
+    for dataset_input in inputs.dataset_inputs if inputs is not None else ():
+        if any(tag.key == "mlflow.data.context" and tag.value == "golden" for tag in dataset_input.tags):
+            return getattr(mlflow.data.get_source(dataset_input.dataset), "uri", None)
+    return None
+
+
+def _listed(run: LoggedRun, folder: str | None = None) -> set[str]:
+    return {a.path for a in mlflow.MlflowClient().list_artifacts(run.run_id, folder)}
+
+
+def load_run_file(run: LoggedRun) -> Run:
+    """`run.trec` of `run` (what `log_results` logged), ordered as trec_eval orders it; an empty
+    file (every question abstained) is an empty run."""
+    if RUN_FILE not in _listed(run):
+        kind = "a sweep's parent run" if run.is_sweep else f"a {run.status} run"
+        raise InputError(f"run {run.run_id} ({kind}) has no {RUN_FILE}: it holds no results")
+    with _no_progress_bar(), tempfile.TemporaryDirectory() as folder:
+        try:
+            path = Path(mlflow.artifacts.download_artifacts(f"{run.artifact_uri}/{RUN_FILE}", dst_path=folder))
+        except (mlflow.exceptions.MlflowException, OSError) as error:
+            raise InputError(f"run {run.run_id}: cannot read {RUN_FILE} ({one_line(error)})") from None
+        if path.stat().st_size == 0:
+            return Run.from_ranked({}, name=run.run_id)
+        return Run.read(path)
+
+
+def load_retrieved_chunks(run: LoggedRun) -> dict[str, list[dict[str, Any]]] | None:
+    """`tables/retrieved_chunks.json` of `run` (`log_delivered_chunks`): each question's top chunks,
+    best first, as {"doc", "start", "end", "score"}; None when the run did not log it."""
+    if RETRIEVED_CHUNKS not in _listed(run, "tables"):
+        return None
+    try:
+        with _no_progress_bar():
+            return mlflow.artifacts.load_dict(f"{run.artifact_uri}/{RETRIEVED_CHUNKS}")
+    except (mlflow.exceptions.MlflowException, OSError, TypeError, ValueError) as error:
+        raise InputError(f"run {run.run_id}: cannot read {RETRIEVED_CHUNKS} ({one_line(error)})") from None

@@ -85,7 +85,7 @@ def compare(
                 "mean_b": paired["b"].mean(),
                 "delta": delta.mean() if delta.size else np.nan,
                 **_paired_bootstrap(delta, confidence, n_resamples, seed),
-                "p_randomization": _randomization_p(delta, n_resamples, seed),
+                "p_randomization": randomization_p(delta, n_resamples, seed),
             }
         )
     table = pd.DataFrame(rows).set_index("metric")
@@ -105,7 +105,10 @@ def _paired_bootstrap(delta: np.ndarray, confidence: float, n_resamples: int, se
     return {"low": result.confidence_interval.low, "high": result.confidence_interval.high, "p_bootstrap": p}
 
 
-def _randomization_p(delta: np.ndarray, n_resamples: int, seed: int) -> float:
+def randomization_p(delta: np.ndarray, n_resamples: int = RESAMPLES, seed: int = SEED) -> float:
+    """Two-sided paired randomization p-value of the per-question differences `delta`: how often
+    the mean of delta with random signs is at least as far from 0 as the observed mean (exact
+    over all 2^n sign flips when that is fewer than `n_resamples`, scipy's rule)."""
     if delta.size < 2 or not delta.any():  # one question: its two sign flips are +d and -d, p = 1
         return 1.0
     result = stats.permutation_test(
