@@ -50,3 +50,33 @@ def test_k_larger_than_the_index_returns_what_there_is(vectors):
     index.build(vectors[0][:3])
     scores, ids = index.search(vectors[1][:1], 10)
     assert ids.shape == (1, 3) and sorted(ids[0]) == [0, 1, 2]
+
+
+def brute_force_recall(index, queries: np.ndarray, data: np.ndarray, k: int) -> float:
+    """The share of each query's exact top-k chunk ids (a plain sort, no FAISS) in the index's top k."""
+    exact = np.argsort(-(queries @ data.T), axis=1, kind="stable")[:, :k]
+    _, found = index.search(queries, k)
+    return float(np.mean([len(set(f) & set(e)) / k for f, e in zip(found.tolist(), exact.tolist())]))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        FlatIndex,
+        lambda: IVFIndex(nlist=16, nprobe=16),
+        lambda: IVFIndex(nlist=32, nprobe=1),
+        lambda: HNSWIndex(M=2, ef_search=1),
+    ],
+)
+def test_recall_vs_exact_is_the_share_of_the_exact_top_k_the_index_returns(vectors, make):
+    data, _ = vectors
+    queries = np.random.default_rng(5).normal(size=(50, 32)).astype(np.float32)  # far from any vector: hard
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    index = make()
+    index.build(data)
+    recall = index.recall_vs_exact(queries, k=10)
+    assert recall == pytest.approx(brute_force_recall(index, queries, data, 10))
+    if isinstance(index, FlatIndex) or getattr(index, "nprobe", 0) == 16:  # searches everything: exact
+        assert recall == 1.0
+    else:
+        assert recall < 0.9  # one list of 32, or a 2-link graph searched with ef 1, misses neighbours

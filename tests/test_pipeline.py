@@ -8,7 +8,7 @@ import pytest
 from sweep.chunking import Chunk, TokenChunker
 from sweep.dense import DenseRetriever
 from sweep.embed import EmbeddingCache, SentenceTransformerEmbedder
-from sweep.index import FlatIndex
+from sweep.index import FlatIndex, HNSWIndex
 from sweep.lexical import BM25Retriever
 from sweep.metrics import score
 from sweep.pipeline import Pipeline, collapse_to_documents
@@ -43,9 +43,13 @@ def test_dense_run_finds_answers_embeds_once_and_reports_its_costs(small_kb, emb
     # the parts the retriever timed itself fit inside the whole build the pipeline timed
     parts = stats["time/model_load_s"] + stats["time/embed_s"] + stats["time/index_s"]
     assert 0 < parts <= stats["time/build_s"] and stats["latency/search_ms_p95"] >= stats["latency/search_ms_p50"]
+    assert "index/recall_vs_exact_at_10" not in stats  # exact: nothing to measure
+    assert stats["time/query_encode_s"] > 0  # every question encoded once, in batches, before the searches
     second = Pipeline(chunker, DenseRetriever(embedder, FlatIndex(), cache)).retrieve(corpus, golden)
     assert second.stats["embed/cache_hit"] == 1.0
     assert second.results.rankings() == first.results.rankings()  # same config, same numbers
+    graph = Pipeline(chunker, DenseRetriever(embedder, HNSWIndex(M=2, ef_search=1), cache)).retrieve(corpus, golden)
+    assert 0 < graph.stats["index/recall_vs_exact_at_10"] <= 1
 
 
 def test_min_score_abstains_and_bm25_runs_through_the_same_pipeline(small_kb, tmp_path):

@@ -74,10 +74,29 @@ class FaissIndex(ABC):
     def nbytes(self) -> int:
         return int(faiss.serialize_index(self.index).nbytes)
 
+    approximate = True  # whether a search may miss a nearer vector (flat: no)
+
+    def recall_vs_exact(self, queries: np.ndarray, k: int = 10) -> float:
+        """What approximation costs: the share of the exact top k (brute force over the same
+        vectors) that the index's own top-k search returns, averaged over `queries`. A returned
+        chunk counts when it scores at least the exact k-th score, so ties at the k-th place count
+        whichever of the tied chunks came back."""
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        k = min(k, self.index.ntotal)
+        if not len(queries) or not k:
+            return float("nan")
+        _, found = self.index.search(queries, k)
+        kth_score = faiss.knn(queries, self.vectors, k, metric=faiss.METRIC_INNER_PRODUCT)[0][:, -1:]
+        scores = np.einsum("qd,qkd->qk", queries, self.vectors[np.maximum(found, 0)])
+        in_exact_top_k = (found >= 0) & (scores >= kth_score - 1e-6)
+        return float(in_exact_top_k.sum(axis=1).mean() / k)
+
 
 @checked("index")
 @dataclass
 class FlatIndex(FaissIndex):
+    approximate = False
+
     def _make(self, dim: int, n_vectors: int) -> faiss.Index:
         return faiss.IndexFlatIP(dim)
 

@@ -28,8 +28,12 @@ class Retriever(ABC):
         last hit. `allowed`: sorted chunk ids the hits must come from; `exact`: score every allowed
         chunk rather than trust an approximate index."""
 
+    def prepare_queries(self, queries: Sequence[str]) -> None:  # noqa: B027 (optional: lexical models need nothing)
+        """Every question, once, before the searches: a model may encode them all in one batch."""
+
     def stats(self) -> dict[str, float]:
-        """What building cost and produced (seconds, bytes, shares), logged as MLflow metrics."""
+        """What building and searching cost and produced (seconds, bytes, shares), logged as MLflow
+        metrics; asked for after the searches."""
         return {}
 
 
