@@ -7,15 +7,24 @@ with `-m`, every combination is a trial under one parent run (`ParentRunCallback
 metric as a float, which is what Hydra sweepers (Optuna, Nevergrad, Ax) optimise. Errors
 follow one policy. Exit codes: 0 done; 2 bad input (one `error:` line; in a multirun a bad
 setting is found before anything runs); 1 a multirun in which some combination failed (each is a
-FAILED MLflow run with its error, the others still ran; one line each at the end); 130 / 143
+FAILED MLflow run with its error, the others still ran; one line each at the end), or whose
+parent run the tracking store refused (one line; nothing ran); 130 / 143
 SIGINT / SIGTERM (the run in progress and the sweep are marked KILLED, the leaderboard of what
 finished is logged).
+
+A sweep's combinations may run in parallel processes or on a Ray cluster (`hydra/launcher=joblib`,
+`hydra/launcher=ray`): the parent run stays in this process, and every job gets the parent's id
+and the tracking store through Hydra's `hydra.job.env_set` (`pass_to_jobs`), which the launcher
+composes into each job's config and applies around the task in whichever process runs it.
+`resume=true` reopens the sweep's last unfinished parent run and skips what finished in it
+(`sweep.tracking.resumable_sweep`, `sweep.trial`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import signal
 import sys
@@ -32,7 +41,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
 from sweep import tracking
@@ -41,6 +50,7 @@ from sweep.errors import (
     Interrupted,
     bad_input,
     exit_2_on_bad_input,
+    one_line,
     raise_if_interrupted,
     raise_on_signal,
     report_bad_input,
@@ -51,8 +61,9 @@ from sweep.trial import Trial, build_pipeline, check_settings, run_trial
 
 log = logging.getLogger("sweep")
 CONSOLE = default_console()
-EXIT_FAILED = 1  # a sweep in which some combination failed
+EXIT_FAILED = 1  # a sweep in which some combination failed, or that could not open its parent run
 SHOWN = ("recall_at_5", "mrr", "abstain/correct_rate", "latency/search_ms_p50")  # besides the objective
+RESUME = "resume"  # how a sweep is run, not what it measures: left out of run names and overrides tags
 
 
 def is_multirun() -> bool:
@@ -60,7 +71,12 @@ def is_multirun() -> bool:
 
 
 def overrides() -> list[str]:
-    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    return without_resume(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def without_resume(overrides: Sequence[str]) -> list[str]:
+    """The overrides that say what is measured: with or without `resume=true`, the same combinations."""
+    return [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != RESUME]
 
 
 def choices() -> dict[str, str]:
@@ -77,7 +93,7 @@ def main() -> None:
         signal.signal(number, raise_on_signal)
     combinations = 0
     try:
-        sys.argv[1:] = maximizing(sys.argv[1:])
+        sys.argv[1:] = connecting_to_a_ray_cluster(maximizing(sys.argv[1:]))
         combinations = preflight(sys.argv[1:])
         hydra_main()
         raise_if_interrupted()  # a signal a library swallowed during the last combination
@@ -114,6 +130,17 @@ def maximizing(argv: Sequence[str]) -> list[str]:
     return list(argv)
 
 
+def connecting_to_a_ray_cluster(argv: Sequence[str]) -> list[str]:
+    """`hydra/launcher=ray` with a cluster's address: hydra-ray-launcher 1.2.2 passes
+    `object_store_memory` to `ray.init` unless told a value, and Ray refuses it when joining a
+    cluster that is already running; null leaves it to the cluster."""
+    joins = any(a.startswith("hydra.launcher.ray.init.address=") for a in argv) or "RAY_ADDRESS" in os.environ
+    told = any("hydra.launcher.ray.init.object_store_memory=" in a for a in argv)
+    if "hydra/launcher=ray" in argv and joins and not told:
+        return [*argv, "+hydra.launcher.ray.init.object_store_memory=null"]
+    return list(argv)
+
+
 @exit_2_on_bad_input
 def preflight(argv: Sequence[str]) -> int:
     """Compose and check every combination the command line asks for, as Hydra will; how many."""
@@ -138,6 +165,8 @@ def preflight(argv: Sequence[str]) -> int:
             try:
                 cfg = compose("config", overrides=combination)
                 check_settings(cfg)
+                if cfg.resume and not args.multirun:
+                    raise InputError("resume=true resumes a sweep: add -m (a single run has nothing to resume)")
                 build_pipeline(cfg)  # cheap (nothing loads yet), and it checks what spans settings
             except Exception as error:
                 cause = bad_input(error)  # also when Hydra wraps what a constructor raised
@@ -153,7 +182,8 @@ def composition_error(error: Exception, overrides: Sequence[str]) -> str:
     """Hydra's several-line composition errors as one line."""
     if isinstance(error, MissingConfigException) and error.missing_cfg_file and error.options is not None:
         group, _, option = error.missing_cfg_file.rpartition("/")
-        return f"{group}={option}: no such option (the options: {', '.join(error.options)})"
+        hint = "; pip install 'golden-sweep[scale]' for joblib and ray" if group == "hydra/launcher" else ""
+        return f"{group}={option}: no such option (the options: {', '.join(error.options)}){hint}"
     unknown = re.match(r"Could not override '(.+?)'", str(error))
     if unknown:
         key = unknown.group(1)
@@ -204,6 +234,12 @@ def task(cfg: DictConfig) -> float | None:
 
 def show(trial: Trial, objective: str) -> None:
     """A multirun logs one line per combination; a single run prints its report."""
+    if trial.evaluation is None:
+        log.info(
+            "%s: finished before, in run %s: %s %.4f (resume)",
+            " ".join(overrides()) or "default", trial.mlflow_run.run_id, objective, trial.objective,
+        )  # fmt: skip
+        return
     mean = trial.evaluation.mean
     if is_multirun():
         headline = ", ".join(f"{k} {mean[k]:.4f}" for k in dict.fromkeys([objective, *SHOWN]) if k in mean)
@@ -215,13 +251,40 @@ def show(trial: Trial, objective: str) -> None:
     print_lines(tracking.ui_hint(trial.mlflow_run.experiment_id), console=CONSOLE)
 
 
+def pass_to_jobs(config: DictConfig, environment: dict[str, str]) -> None:
+    """Set `environment` in every job of the sweep `config`, in whichever process or machine it
+    runs: as `hydra.job.env_set` overrides, from which the launcher composes each job's config."""
+    with read_write(config), open_dict(config):
+        for name, value in environment.items():
+            config.hydra.overrides.hydra.append(f"++hydra.job.env_set.{name}={quoted(value)}")
+
+
+def quoted(value: str) -> str:
+    """`value` as a quoted Hydra override value: a quote, the backslashes before a quote or the end,
+    and `${` (an interpolation) are escaped."""
+    escaped = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", value)
+    escaped = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", escaped)
+    return "'" + re.sub(r"(\\+)$", lambda m: m.group(1) * 2, escaped) + "'"
+
+
 class ParentRunCallback(Callback):
     """Opens the sweep's parent run before the first combination, and logs the leaderboard and
     closes it after the last."""
 
     @exit_2_on_bad_input  # e.g. an unreachable tracking server: before any combination runs
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        tracking.start_sweep(config.experiment, list(config.hydra.overrides.task), config.objective)
+        try:
+            parent = tracking.start_sweep(
+                config.experiment, without_resume(config.hydra.overrides.task), config.objective, config.resume is True
+            )
+        except Exception as error:  # Hydra would only warn, and run every combination outside the sweep
+            if bad_input(error) is not None:
+                raise
+            print(
+                f"error: cannot open the sweep's run at {tracking.tracking_uri()} ({one_line(error)})", file=sys.stderr
+            )
+            raise SystemExit(EXIT_FAILED) from None
+        pass_to_jobs(config, tracking.job_environment(parent))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """The leaderboard; then, if combinations failed, one line each and exit code 1."""

@@ -16,6 +16,9 @@ document where the label has a space); it must occur exactly once, so a label al
 one place (lengthen it, or give a span, when it repeats). A span may carry `"text"`, which
 must equal the document's characters there. Spans of one document are merged, so evidence
 is a set of characters per document; chunk relevance follows from it for any chunking.
+
+`save_golden` writes a set back as JSON Lines, checked as the loader reads it, atomically and
+with a backup (`sweep.label` saves every change so).
 """
 
 from __future__ import annotations
@@ -23,8 +26,13 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import os
 import re
+import shutil
+import stat
+import uuid
 from collections.abc import Collection, Iterable, Iterator, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -36,7 +44,17 @@ import yaml
 
 from sweep.corpus import Corpus
 from sweep.errors import InputError, where
-from sweep.records import FirstSeen, check_keys, first_line, identifier, json_lines, not_utf8, sniff, text_lines
+from sweep.records import (
+    JSON_LINES_SUFFIXES,
+    FirstSeen,
+    check_keys,
+    first_line,
+    identifier,
+    json_lines,
+    not_utf8,
+    sniff,
+    text_lines,
+)
 
 log = logging.getLogger(__name__)
 
@@ -624,3 +642,103 @@ def _reference(item: Any, at: str) -> Span:
         raise InputError(f"{at}: a reference must be an object with content, start_index and end_index")
     span = {"start": item["start_index"], "end": item["end_index"], "text": item["content"]}
     return _evidence_item(span, at, "reference")
+
+
+# ---------------------------------------------------------------- writing JSON Lines (sweep.label)
+
+
+def question_record(question: Question) -> dict[str, Any]:
+    """`question` as a JSON Lines record that the loader reads back to an equal question; keys
+    holding their default (type `untyped`, no filters, tags, metadata or evidence) are left out.
+    Evidence stays as it was given (excerpts and spans) when the set was loaded without a corpus."""
+    record: dict[str, Any] = {"id": question.id, "question": question.question}
+    if question.type != UNTYPED:
+        record["type"] = question.type
+    record["relevant"] = dict(question.relevant)
+    if question.evidence:
+        record["evidence"] = {
+            doc: [item if isinstance(item, str) else _span_record(item) for item in items]
+            for doc, items in question.evidence.items()
+        }
+    for key, value in (("filters", question.filters), ("tags", question.tags), ("metadata", question.metadata)):
+        if value:
+            record[key] = list(value) if isinstance(value, tuple) else dict(value)
+    return record
+
+
+def _span_record(span: Span) -> dict[str, Any]:
+    record: dict[str, Any] = {"start": span.start, "end": span.end}
+    if span.text is not None:
+        record["text"] = span.text
+    return record
+
+
+def dumps_golden(golden: GoldenSet) -> str:
+    """The golden set as JSON Lines, one question per line, in its order."""
+    return "".join(json.dumps(question_record(q), ensure_ascii=False) + "\n" for q in golden)
+
+
+def save_golden(golden: GoldenSet, path: str | Path, corpus: Corpus | None = None) -> None:
+    """Write `golden` to `path` as JSON Lines, atomically, keeping the previous file as `path.bak`.
+
+    What is written is first parsed back exactly as `load_golden` parses it (with `corpus`: every
+    relevant id must be in it and every evidence excerpt and span must resolve), so a bad change
+    raises `InputError` and leaves the file as it was. A crash or kill at any moment leaves `path`
+    either the old or the new file, each complete (`write_text_atomically`)."""
+    path = Path(path)
+    if path.suffix.lower() not in JSON_LINES_SUFFIXES:
+        raise InputError(f"{path}: a golden set is saved as JSON Lines (.jsonl), not {path.suffix or 'no extension'}")
+    if not golden.questions:
+        raise InputError(f"{path}: a golden set needs at least one question")  # the loader refuses an empty file
+    text = dumps_golden(golden)
+    parsed, lines = _build(path, ((number, json.loads(line)) for number, line in enumerate(text.splitlines(), 1)))
+    if corpus is not None:
+        parsed.check_corpus(corpus.by_id, lines)
+        resolve_evidence(parsed, corpus, lines)
+    write_text_atomically(path, text, backup=True)
+
+
+def write_text_atomically(path: str | Path, text: str, backup: bool = False) -> None:
+    """Replace `path` with `text` so that a crash or kill at any moment leaves the old file or the
+    new one, each complete: write a temporary file in the same folder, fsync it, rename it over
+    `path`, fsync the folder (the rename itself is then on disk). The file keeps its permissions
+    (a new one gets the umask's). `backup`: the previous file is kept as `path.bak` (a hard link,
+    renamed into place: the backup, too, is always complete)."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as handle:
+            if path.exists():
+                os.fchmod(handle.fileno(), stat.S_IMODE(path.stat().st_mode))
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if backup and path.exists():
+            _keep_backup(path)
+        os.replace(temporary, path)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    _fsync_folder(path.parent)
+
+
+def _keep_backup(path: Path) -> None:
+    backup = path.with_name(f"{path.name}.bak")
+    staged = path.with_name(f".{backup.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        os.link(path, staged)
+    except OSError:  # a filesystem without hard links: copy it
+        shutil.copyfile(path, staged)
+        with open(staged, "rb") as handle:
+            os.fsync(handle.fileno())
+    os.replace(staged, backup)
+
+
+def _fsync_folder(folder: Path) -> None:
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -6,11 +6,18 @@ keys plus Hydra's chosen option per group (`index=hnsw`); metrics are headline m
 the golden set as a dataset input with its digest; tags for data digests, git commit and package
 versions. A sweep is a parent run with a leaderboard. `best_run` finds a winner again. MLflow
 metric names may not contain `@`; ours never do.
+
+A sweep's combinations may run in other processes or on other machines (Hydra's joblib and Ray
+launchers): `job_environment` is what each needs to log as a child of the sweep's parent run.
+Every trial is tagged with its config digest (`config_digest`), so that a resumed sweep
+(`start_sweep(resume=True)`) finds what already finished with one search (`earlier_runs`).
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import json
 import logging
 import math
 import os
@@ -47,6 +54,9 @@ DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "golden-sweep"
 REPORT = "report.html"  # a sweep's self-contained report: its parent run's artifact
 PARENT_RUN = "SWEEP_PARENT_RUN_ID"  # set by the sweep's parent run for the trials it launches
+CONFIG_DIGEST = "sweep.config_digest"  # a trial's tag: which combination it measured (`config_digest`)
+SUPERSEDED_BY = "sweep.superseded_by"  # an earlier try at a combination, replaced by this run on resume
+MAX_RUN_NAME = 250  # MLflow's runs.name column: PostgreSQL and MySQL refuse a longer name, SQLite does not
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # else 3.17's UI opens GenAI mode
 PACKAGES = (
     "golden-sweep",
@@ -176,10 +186,10 @@ class RunIds:
 
 
 @contextmanager
-def trial_run(experiment: str, name: str) -> Iterator[RunIds]:
-    """One trial's MLflow run, a child of the sweep's parent run when there is one. An error
-    inside marks it FAILED with an `error` tag saying why (one line); a signal marks it KILLED;
-    either goes on up."""
+def trial_run(experiment: str, name: str, tags: Mapping[str, str] | None = None) -> Iterator[RunIds]:
+    """One trial's MLflow run, tagged `tags` from its start, a child of the sweep's parent run
+    when there is one. An error inside marks it FAILED with an `error` tag saying why (one line);
+    a signal marks it KILLED; either goes on up."""
     parent = os.environ.get(PARENT_RUN)
     connect()
     experiment_id = use_experiment(experiment)
@@ -187,10 +197,16 @@ def trial_run(experiment: str, name: str) -> Iterator[RunIds]:
         kill_orphans(experiment_id)
     # the process tags come with the run itself: a kill -9 a moment later still leaves them
     with mlflow.start_run(
-        run_name=name, parent_run_id=parent, nested=parent is not None, tags=process_tags()
+        run_name=run_name(name), parent_run_id=parent, nested=parent is not None, tags=process_tags() | dict(tags or {})
     ) as active:
         with stopping_as_killed():
             yield RunIds(active.info.run_id, active.info.experiment_id)
+
+
+def run_name(words: str) -> str:
+    """`words` as a run name any store takes: at most `MAX_RUN_NAME` characters, an ellipsis where
+    it was cut (the `sweep.overrides` tag keeps all of them)."""
+    return words if len(words) <= MAX_RUN_NAME else words[: MAX_RUN_NAME - 1] + "…"
 
 
 @contextmanager
@@ -273,16 +289,92 @@ def log_config(resolved: Mapping[str, Any], overrides: Sequence[str], choices: M
     mlflow.set_tags(environment_tags() | {"sweep.overrides": " ".join(overrides) or "default"})
 
 
-def start_sweep(experiment: str, overrides: Sequence[str], objective: str) -> str:
+def start_sweep(experiment: str, overrides: Sequence[str], objective: str, resume: bool = False) -> str:
     """Open the sweep's parent run; the trials launched from this process become its children.
-    Runs an earlier, dead process left RUNNING in the experiment are marked KILLED first."""
+    Runs an earlier, dead process left RUNNING in the experiment are marked KILLED first.
+    `resume`: reopen the sweep `resumable_sweep` finds instead, if there is one."""
     connect()
     experiment_id = use_experiment(experiment)
     kill_orphans(experiment_id)
-    tags = {"sweep.parent": "true", "sweep.overrides": " ".join(overrides), "sweep.objective": objective}
-    parent = mlflow.start_run(run_name=f"sweep {' '.join(overrides)}", tags=tags | process_tags())
+    label = " ".join(overrides)
+    earlier = resumable_sweep(experiment_id, label) if resume else None
+    if earlier is None:
+        tags = {"sweep.parent": "true", "sweep.overrides": label, "sweep.objective": objective}
+        parent = mlflow.start_run(run_name=run_name(f"sweep {label}"), tags=tags | process_tags())
+    else:
+        resumed = int(earlier.data.tags.get("sweep.resumed", "0")) + 1
+        parent = mlflow.start_run(run_id=earlier.info.run_id, tags=process_tags() | {"sweep.resumed": str(resumed)})
+        if "error" in earlier.data.tags:  # why it stopped last time; it runs again
+            mlflow.MlflowClient().delete_tag(earlier.info.run_id, "error")
+        log.info("resuming the sweep %s (resumed %d time(s))", earlier.info.run_id, resumed)
     os.environ[PARENT_RUN] = parent.info.run_id
     return parent.info.run_id
+
+
+def resumable_sweep(experiment_id: str, overrides: str) -> Any | None:
+    """The sweep to resume: the latest parent run in the experiment with the same `overrides`,
+    if it did not finish (KILLED, FAILED, or RUNNING when its process died: `kill_orphans` has
+    marked it KILLED); None when that sweep FINISHED or there is none. A sweep whose process still
+    runs (or runs on another host) cannot be resumed: one line."""
+    client, token = mlflow.MlflowClient(), None
+    while True:
+        page = client.search_runs(
+            [experiment_id],
+            "tags.`sweep.parent` = 'true'",
+            order_by=["attributes.start_time DESC"],
+            max_results=100,
+            page_token=token,
+        )
+        for run in page:
+            if run.data.tags.get("sweep.overrides") != overrides:
+                continue
+            if run.info.status == "FINISHED":
+                return None
+            if run.info.status == "RUNNING":
+                pid, host = run.data.tags.get("sweep.pid"), run.data.tags.get("sweep.host")
+                raise InputError(
+                    f"resume=true: the sweep {run.info.run_id} with these overrides is still running "
+                    f"(process {pid} on {host}); wait for it or stop it first"
+                )
+            return run
+        token = page.token
+        if not token:
+            return None
+
+
+def job_environment(parent_id: str) -> dict[str, str]:
+    """What a combination of the sweep `parent_id` needs in its own process, wherever that runs
+    (Ray's workers inherit nothing from this one): the parent's id, and the store, a local SQLite
+    path made absolute so that a worker in another folder writes to the same file."""
+    uri = tracking_uri()
+    if uri.startswith("sqlite:///"):
+        uri = f"sqlite:///{Path(uri.removeprefix('sqlite:///')).absolute()}"
+    return {PARENT_RUN: parent_id, "MLFLOW_TRACKING_URI": uri}
+
+
+def config_digest(resolved: Mapping[str, Any]) -> str:
+    """sha256 of a resolved config: which combination a trial measured, however the command line said it."""
+    return hashlib.sha256(json.dumps(resolved, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def earlier_runs(digest: str) -> list[LoggedRun]:
+    """The runs of the combination `digest` (`config_digest`) among the children of the sweep
+    being run, earliest first; none outside a sweep."""
+    parent = os.environ.get(PARENT_RUN)
+    if parent is None:
+        return []
+    connect()
+    client = mlflow.MlflowClient()
+    of_this_combination = f"tags.mlflow.parentRunId = '{parent}' and tags.`{CONFIG_DIGEST}` = '{digest}'"
+    return [_logged(run) for run in _search_all(client, client.get_run(parent).info.experiment_id, of_this_combination)]
+
+
+def supersede(runs: Sequence[LoggedRun], run_id: str) -> None:
+    """Mark `runs` (earlier tries at a combination) as replaced by the run `run_id`: the
+    leaderboard leaves them out; they stay in the experiment as they were."""
+    client = mlflow.MlflowClient()
+    for run in runs:
+        client.set_tag(run.run_id, SUPERSEDED_BY, run_id)
 
 
 @dataclass(frozen=True)
@@ -297,8 +389,8 @@ def finish_sweep(interrupted: Interrupted | None = None) -> SweepSummary | None:
     """Close the sweep's parent run, FINISHED (KILLED when `interrupted`), with what its children
     measured (`sweep.leaderboard`): `tables/leaderboard.json` (best `sweep.objective` first, with
     intervals, p-values against the leader and the tie mark), `stats/mde_<objective>` and the
-    self-contained `report.html`. Children a dead process left RUNNING are marked KILLED first.
-    None when no sweep is open."""
+    self-contained `report.html`. Children a dead process left RUNNING are marked KILLED first;
+    children a resumed sweep replaced (`SUPERSEDED_BY`) are left out. None when no sweep is open."""
     parent_id = os.environ.pop(PARENT_RUN, None)
     if parent_id is None:
         return None
@@ -308,7 +400,8 @@ def finish_sweep(interrupted: Interrupted | None = None) -> SweepSummary | None:
     of_this_sweep = f"tags.mlflow.parentRunId = '{parent_id}'"
     running = f"{of_this_sweep} and attributes.status = 'RUNNING'"
     kill_orphans(experiment_id, client.search_runs([experiment_id], filter_string=running))
-    children = [_logged(run) for run in _search_all(client, experiment_id, of_this_sweep)]
+    every_child = [_logged(run) for run in _search_all(client, experiment_id, of_this_sweep)]
+    children = [child for child in every_child if SUPERSEDED_BY not in child.tags]
     results = report = None
     if children:
         results = build_results(objective, children)
@@ -580,8 +673,8 @@ def _log_calibration_plot(calibration: Calibration, curve: pd.DataFrame) -> None
     plt.close(fig)
 
 
-def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
-    """The golden set as an MLflow dataset (digest included), plus data digests as tags."""
+def golden_dataset(golden: GoldenSet) -> Any:
+    """The golden set as an MLflow dataset; its digest is the `data.golden_digest` tag."""
     frame = pd.DataFrame(
         {
             "id": [q.id for q in golden],
@@ -593,9 +686,17 @@ def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
     )
     with warnings.catch_warnings():  # MLflow registers its local-file source twice and says so
         warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted in multiple ways")
-        dataset = mlflow.data.from_pandas(
-            frame, source=str(Path(golden.source).resolve()), name=Path(golden.source).name
-        )
+        return mlflow.data.from_pandas(frame, source=str(Path(golden.source).resolve()), name=Path(golden.source).name)
+
+
+def data_digests(golden: GoldenSet, corpus: Corpus) -> dict[str, str]:
+    """The tags that say what a run was scored on: the golden set's and the corpus's digests."""
+    return {"data.golden_digest": golden_dataset(golden).digest, "data.corpus_digest": corpus.digest}
+
+
+def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
+    """The golden set as an MLflow dataset (digest included), plus data digests as tags."""
+    dataset = golden_dataset(golden)
     mlflow.log_input(dataset, context="golden")
     mlflow.set_tags(
         {"data.golden_digest": dataset.digest, "data.corpus_digest": corpus.digest, "data.corpus": corpus.source}
@@ -782,3 +883,20 @@ def load_retrieved_chunks(run: LoggedRun) -> dict[str, list[dict[str, Any]]] | N
             return mlflow.artifacts.load_dict(f"{run.artifact_uri}/{RETRIEVED_CHUNKS}")
     except (mlflow.exceptions.MlflowException, OSError, TypeError, ValueError) as error:
         raise InputError(f"run {run.run_id}: cannot read {RETRIEVED_CHUNKS} ({one_line(error)})") from None
+
+
+def latest_sweep(experiment: str = DEFAULT_EXPERIMENT) -> str:
+    """The id of the sweep (parent run) started last in `experiment`. Reading creates nothing."""
+    connect(create=False)
+    found = mlflow.get_experiment_by_name(experiment)
+    if found is None:
+        raise InputError(f"no MLflow experiment named {experiment!r} at {tracking_uri()}")
+    runs = mlflow.MlflowClient().search_runs(
+        [found.experiment_id],
+        filter_string="tags.`sweep.parent` = 'true'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    if not runs:
+        raise InputError(f"no sweep in experiment {experiment!r} at {tracking_uri()}")
+    return runs[0].info.run_id

@@ -5,18 +5,26 @@
 
 Every trial is one MLflow run (`sweep.tracking`); whatever goes wrong inside it is recorded on
 that run before it goes on up. Nothing here knows about Hydra's command line (`sweep.cli`).
+
+`resume=true` in a sweep: a combination with a FINISHED run among the sweep's children, tagged
+with the same config digest and scored on the same corpus and golden set, is not run again; its
+run and objective stand for it. Only that check loads the data before the run starts; an earlier
+run of the combination that did not finish (or was scored on other data) is marked superseded by
+the new one.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated
 
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
 from sweep import tracking
 from sweep.corpus import ID_SCHEMES, Corpus, load_corpus
@@ -29,6 +37,7 @@ from sweep.settings import Cutoffs, Exists, NonEmpty, OneOf, Range, check_config
 
 log = logging.getLogger(__name__)
 METRIC = OneOf(DEFAULT_METRICS)
+NO_RESULT_KEYS = ("resume", "cache_dir")  # settings that change no measurement (nor do values that refer to them)
 
 
 @dataclass
@@ -63,12 +72,13 @@ class Settings:
     golden: GoldenSettings | None = None
     experiment: Annotated[str, NonEmpty()] = "golden-sweep"
     cache_dir: Annotated[str, NonEmpty()] = ".cache/golden-sweep"
+    resume: bool = False  # a sweep skips the combinations that finished in its last, unfinished run
 
 
 @dataclass(frozen=True)
 class Trial:
     mlflow_run: tracking.RunIds
-    evaluation: Evaluation
+    evaluation: Evaluation | None  # None: a resumed sweep's combination that had finished (its earlier run)
     calibration: Calibration | None  # None: the golden set has no unanswerable (or no answerable) question
     objective: float  # the mean of the config's `objective` metric
 
@@ -93,6 +103,34 @@ def load_data(cfg: DictConfig) -> tuple[Corpus, GoldenSet]:
     return corpus, load_golden(cfg.golden.path, corpus, split=cfg.golden.split)
 
 
+def combination_digest(cfg: DictConfig) -> str | None:
+    """`tracking.config_digest` of `cfg` with the settings that change no measurement set aside
+    (`NO_RESULT_KEYS`, also where other values refer to them, as the cache's folder); None when
+    `cfg` cannot be resolved (the run records why)."""
+    measured = cfg.copy()
+    try:
+        with open_dict(measured):
+            for key in NO_RESULT_KEYS:
+                measured[key] = None
+        return tracking.config_digest(OmegaConf.to_container(measured, resolve=True))
+    except OmegaConfBaseException:
+        return None
+
+
+def finished_on_the_same_data(
+    cfg: DictConfig, earlier: Sequence[tracking.LoggedRun]
+) -> tuple[tuple[Corpus, GoldenSet] | None, tracking.LoggedRun | None]:
+    """The data `cfg` names, loaded, and the first of the `earlier` runs that FINISHED on the
+    same corpus and golden set (by their digests), or None."""
+    try:
+        corpus, golden = load_data(cfg)
+    except Exception:  # nothing to compare with: the run loads the data again and records why it cannot
+        return None, None
+    digests = tracking.data_digests(golden, corpus)
+    same_data = (r for r in earlier if r.status == "FINISHED" and all(r.tags.get(k) == v for k, v in digests.items()))
+    return (corpus, golden), next(same_data, None)
+
+
 def check_settings(cfg: DictConfig) -> None:
     """Every value before any work: one line naming the first bad one."""
     check_config(cfg, Settings)
@@ -114,15 +152,27 @@ def warn_about_costly_settings(cfg: DictConfig) -> None:
 
 
 def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrides: Sequence[str] = ()) -> Trial:
-    """Evaluate the configuration `cfg` and log it as an MLflow run. `choices`: each config
-    group's chosen option (logged as params); `overrides`: the command line that gave `cfg`."""
+    """Evaluate the configuration `cfg` and log it as an MLflow run, or, in a resumed sweep,
+    return the run in which it already finished. `choices`: each config group's chosen option
+    (logged as params); `overrides`: the command line that gave `cfg`."""
     name = " ".join(overrides) or "default"
-    with tracking.trial_run(cfg.experiment, name) as mlflow_run:
+    digest = combination_digest(cfg)
+    earlier = tracking.earlier_runs(digest) if digest and cfg.get("resume") is True else []
+    data = None
+    if any(run.status == "FINISHED" for run in earlier):
+        data, done = finished_on_the_same_data(cfg, earlier)
+        if done is not None:
+            objective = done.metrics.get(tracking.metric_key(cfg.objective), math.nan)
+            return Trial(tracking.RunIds(done.run_id, done.experiment_id), None, None, objective)
+    with tracking.trial_run(cfg.experiment, name, {tracking.CONFIG_DIGEST: digest} if digest else None) as mlflow_run:
+        tracking.supersede(earlier, mlflow_run.run_id)
         check_settings(cfg)
         warn_about_costly_settings(cfg)
-        tracking.log_config(OmegaConf.to_container(cfg, resolve=True), overrides, choices or {})
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+        resolved.pop("resume", None)  # how the sweep ran, not what this run measured: the same for all its children
+        tracking.log_config(resolved, overrides, choices or {})
         pipeline = build_pipeline(cfg)  # cheap: models load when the pipeline first needs them
-        corpus, golden = load_data(cfg)
+        corpus, golden = data or load_data(cfg)
         tracking.log_golden_input(golden, corpus)
         retrieval = pipeline.retrieve(corpus, golden, name=name)
         start = time.perf_counter()
