@@ -299,6 +299,10 @@ class ParentRunCallback(Callback):
             report.parent.mkdir(parents=True, exist_ok=True)
             report.write_text(summary.report)
             print_lines([f"Report: {report} (also the sweep run's artifact {tracking.REPORT})"], console=CONSOLE)
+        print_lines(
+            [f"Sweep run: {summary.parent_id} (what sweep.best --sweep, sweep.pool --sweep and sweep.compare take)"],
+            console=CONSOLE,
+        )
         print_lines(tracking.ui_hint(summary.experiment_id), console=CONSOLE)
         if summary.failed:
             n = len(summary.results.leaderboard) if summary.results is not None else len(summary.failed)

@@ -14,7 +14,7 @@ All runs must be scored on one golden set (tag `data.golden_digest`) and search 
 (`data.corpus_digest`). The golden file defaults to the one they were scored on (the source of
 their `golden` dataset input), read as it is now: labels added since are left out of the pool,
 and questions added since are not pooled (sweep again). The corpus defaults to the runs'
-`data.corpus` (relative to the current folder when it was given so) and must have their digest:
+`data.corpus`, an absolute path), which must have their digest:
 the chunk offsets are offsets into its documents.
 
 The queue is JSON Lines (UTF-8), written atomically. Line 1 describes the pool:

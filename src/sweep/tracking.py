@@ -380,6 +380,7 @@ def supersede(runs: Sequence[LoggedRun], run_id: str) -> None:
 @dataclass(frozen=True)
 class SweepSummary:
     experiment_id: str
+    parent_id: str  # the sweep's parent run: what `sweep.best --sweep`, `sweep.pool --sweep` and `sweep.compare` take
     results: SweepResults | None  # the leaderboard and the report's contents; None without children
     report: str | None  # report.html (self-contained); None without children
     failed: list[tuple[str, str]]  # (overrides, error) of each combination that did not finish
@@ -415,7 +416,7 @@ def finish_sweep(interrupted: Interrupted | None = None) -> SweepSummary | None:
     else:
         mlflow.set_tag("error", str(interrupted))
         mlflow.end_run("KILLED")
-    return SweepSummary(experiment_id, results, report, failed)
+    return SweepSummary(experiment_id, parent_id, results, report, failed)
 
 
 def _search_all(client: mlflow.MlflowClient, experiment_id: str, filter_string: str) -> list[Any]:
@@ -699,7 +700,11 @@ def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
     dataset = golden_dataset(golden)
     mlflow.log_input(dataset, context="golden")
     mlflow.set_tags(
-        {"data.golden_digest": dataset.digest, "data.corpus_digest": corpus.digest, "data.corpus": corpus.source}
+        {
+            "data.golden_digest": dataset.digest,
+            "data.corpus_digest": corpus.digest,
+            "data.corpus": str(Path(corpus.source).absolute()),  # read back from another folder (sweep.pool)
+        }
     )
 
 
