@@ -68,6 +68,18 @@ def best_of(repeats: int, fn: Callable[[], T]) -> tuple[float, T]:
     return min(seconds for seconds, _ in calls), calls[-1][1]
 
 
+def taking_turns(repeats: int, *fns: Callable[[], T]) -> list[tuple[list[float], T]]:
+    """For each of `fns`: (wall times of `repeats` calls, its last call's result). The functions
+    take turns, so that load from other processes on the machine falls on each of them alike."""
+    times: list[list[float]] = [[] for _ in fns]
+    results: list = [None] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            seconds, results[i] = timed(fn)
+            times[i].append(seconds)
+    return list(zip(times, results))
+
+
 def store(folder: Path) -> str:
     """The MLflow tracking URI of folder/mlflow.db."""
     return f"sqlite:///{folder}/mlflow.db"

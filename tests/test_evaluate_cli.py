@@ -161,3 +161,18 @@ def test_importing_the_cli_pulls_in_no_heavy_frameworks():
     code = "import sys, sweep.evaluate; print(sorted(m for m in ('torch', 'sentence_transformers', 'mlflow', 'transformers') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "[]"
+
+
+def test_json_on_trec_files_imports_no_pandas(seed_files):
+    """The scorer other tools call starts fast: TREC files to JSON without pandas, scipy or the
+    sweep's frameworks (`python -X importtime -m sweep.evaluate ...` shows what it loads)."""
+    heavy = ("pandas", "scipy", "mlflow", "hydra", "torch", "sentence_transformers")
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from sweep.evaluate import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        f"    main({list(map(str, seed_files))!r} + ['--json', '--per-query', '--per-type'])\n"
+        f"print(json.dumps([[m for m in {heavy!r} if m in sys.modules], sorted(json.loads(out.getvalue())['per_query'])]))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert json.loads(result.stdout) == [[], ["hotel", "laptop", "vacation"]], result.stderr

@@ -3,6 +3,11 @@
 QRELS: a golden set (JSONL, YAML, BEIR folder) or TREC qrels. RUN: a TREC run
 (`qid Q0 docid rank score tag`) or JSONL (`{"id": qid, "results": [[docid, score], ...]}`).
 Bad input prints one line naming the file, line and problem, and exits with code 2.
+
+With `--json`, TREC qrels and a TREC run (what other tools hand a scorer) are read in columns
+by pyarrow and scored by the numpy core, without pandas, so the process starts quickly. Other
+formats, files the column reader does not take cleanly (`Run.read` and `load_golden` then read
+them, or name the bad line) and the readable report go through pandas: `load_golden`, `Run`, `score`.
 """
 
 from __future__ import annotations
@@ -11,13 +16,51 @@ import argparse
 import json
 import logging
 import math
+import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import repeat
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.golden import load_golden
-from sweep.metrics import DEFAULT_METRICS, Evaluation, score, valid_names
-from sweep.runs import Run
+from sweep.metrics.measures import (
+    DEFAULT_METRICS,
+    RankedJudgments,
+    abstention_rates,
+    answerable_means,
+    metric_values,
+    select_metrics,
+    type_means,
+    valid_names,
+    warn_unknown_queries,
+)
+from sweep.records import (
+    TREC_RUN_COLUMNS,
+    Strings,
+    first_line,
+    index_in,
+    read_columns,
+    repeats_within,
+    sniff,
+    trec_order,
+)
+
+if TYPE_CHECKING:
+    from sweep.metrics import Evaluation
+
+log = logging.getLogger(__name__)
+
+# What golden.py's TREC qrels reader makes of a file, repeated because golden.py imports pandas.
+UNTYPED = "untyped"
+GRADE = re.compile(r"-?\d{1,3}")
+MAX_GRADE = 100
+RECOMMENDED_SIZE = (50, 200)
+RECOMMENDED_UNANSWERABLE_SHARE = (0.10, 0.20)
+QRELS_COLUMNS = ("qid", "iteration", "docid", "grade")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,23 +86,179 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def to_json(evaluation: Evaluation, per_query: bool, per_type: bool) -> dict:
-    mean = evaluation.mean | (evaluation.type_means() if per_type else {})
+@dataclass(frozen=True)
+class Scores:
+    """Every question's results, in golden order: what the JSON output reports."""
+
+    qids: list[str]
+    types: np.ndarray
+    answerable: np.ndarray
+    abstained: np.ndarray  # 1.0 for an empty result
+    values: dict[str, np.ndarray]  # rank metric -> value per question, NaN for unanswerable questions
+    abstain_metrics: tuple[str, ...]
+
+    @classmethod
+    def of(cls, evaluation: Evaluation) -> Scores:
+        frame = evaluation.per_query
+        return cls(
+            frame.index.tolist(),
+            frame["type"].to_numpy(),
+            frame["answerable"].to_numpy(),
+            frame["abstained"].to_numpy(),
+            {name: frame[name].to_numpy() for name in evaluation.metrics},
+            evaluation.abstain_metrics,
+        )
+
+
+def to_json(scores: Scores, per_query: bool, per_type: bool) -> dict:
+    """{"mean": ..., "per_query": ...}: means as `Evaluation.mean` has them, type means as its `type_means`."""
+    mean = answerable_means(scores.values, scores.answerable)
+    mean |= abstention_rates(scores.abstained, scores.answerable, scores.abstain_metrics)
+    if per_type:
+        mean |= type_means(scores.types, scores.answerable, scores.abstained, scores.values, scores.abstain_metrics)
     out: dict = {"mean": _finite(mean)}
     if per_query:
-        out["per_query"] = {}
-        for qid, row in evaluation.per_query.iterrows():
-            if row["answerable"]:
-                values = {name: row[name] for name in evaluation.metrics}
-            else:
-                values = {"abstain/correct": row["abstained"]}
-            out["per_query"][qid] = _finite(values)
+        names = list(scores.values)
+        rows = zip(*(scores.values[name].tolist() for name in names)) if names else repeat(())
+        out["per_query"] = {
+            qid: _finite(dict(zip(names, row)) if answerable else {"abstain/correct": abstained})
+            for qid, answerable, abstained, row in zip(
+                scores.qids, scores.answerable.tolist(), scores.abstained.tolist(), rows
+            )
+        }
     return out
 
 
 def _finite(values: dict) -> dict:
     """JSON has no NaN: undefined values (e.g. a rate over zero questions) become null."""
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in values.items()}
+
+
+# ---------------------------------------------------------------- TREC files without pandas
+
+
+@dataclass(frozen=True)
+class Qrels:
+    """One row per judgment."""
+
+    qid: Strings
+    docid: Strings
+    grade: np.ndarray
+
+
+@dataclass(frozen=True)
+class TrecRun:
+    """Rows in trec_eval's order: each query's together, score descending, then docid descending."""
+
+    qid: Strings
+    docid: Strings
+    score: np.ndarray
+
+
+def read_qrels(path: Path) -> Qrels | None:
+    """TREC qrels (`qid iteration docid grade`) as `load_golden` reads them; None for another
+    format or anything it would refuse or read otherwise (a bad line, a grade out of range, a
+    document judged twice for a query)."""
+    if not path.is_file() or sniff(path) != "columns" or len(first_line(path).split()) != len(QRELS_COLUMNS):
+        return None
+    columns = read_columns(path, QRELS_COLUMNS, dict.fromkeys(QRELS_COLUMNS, "string"))
+    if columns is None:
+        return None
+    grades = columns["grade"].values  # the distinct grades: a handful
+    if not all(GRADE.fullmatch(grade) and abs(int(grade)) <= MAX_GRADE for grade in grades):
+        return None
+    qid, docid = columns["qid"], columns["docid"]
+    if repeats_within(qid.codes, docid.codes, len(docid.distinct)):
+        return None
+    return Qrels(qid, docid, np.array([int(grade) for grade in grades], np.int64)[columns["grade"].codes])
+
+
+def read_trec_run(path: Path) -> TrecRun | None:
+    """A TREC run as `Run.read` reads it; None for another format, a file the column reader does
+    not take, or a document listed twice for a query (`Run.read` warns and keeps the first)."""
+    if not path.is_file() or sniff(path) != "columns":
+        return None
+    columns = read_columns(path, TREC_RUN_COLUMNS, {"qid": "string", "docid": "string", "score": "float"})
+    if columns is None:
+        return None
+    qid, docid, score = columns["qid"], columns["docid"], columns["score"]
+    order = trec_order(qid.codes, score, docid.ranks)
+    if order is not None:
+        qid, docid, score = qid.take(order), docid.take(order), score[order]
+    if repeats_within(qid.codes, docid.codes, len(docid.distinct)):
+        return None
+    return TrecRun(qid, docid, score)
+
+
+def score_trec(qrels: Qrels, run: TrecRun, args: argparse.Namespace) -> Scores:
+    """What `score` gives for the same files, computed by the numpy core."""
+    golden_order = qrels.qid.sorted_codes()  # a TREC qrels golden set is in qid order
+    n_questions = len(golden_order)
+    row_of = np.empty(n_questions, np.int64)
+    row_of[golden_order] = np.arange(n_questions)
+    judged_query = row_of[qrels.qid.codes]
+    answerable = np.zeros(n_questions, bool)
+    answerable[judged_query[qrels.grade >= 1]] = True
+    _warn_if_unbalanced(Path(args.qrels), n_questions, int((~answerable).sum()))
+
+    rank_metrics, abstain_metrics = select_metrics(args.metrics, has_unanswerable=not answerable.all())
+    in_qrels = index_in(run.qid.distinct, qrels.qid.distinct)  # per distinct run query: its qrels code or -1
+    unknown = [qid for qid, code in zip(run.qid.values, in_qrels.tolist()) if code < 0]
+    warn_unknown_queries(str(Path(args.run)), str(Path(args.qrels)), unknown)
+    ranked = RankedJudgments.join(
+        n_questions,
+        np.where(in_qrels >= 0, row_of[in_qrels], -1),
+        run.qid.codes,
+        run.docid.codes,
+        run.score,
+        judged_query,
+        index_in(qrels.docid.distinct, run.docid.distinct)[qrels.docid.codes],
+        qrels.grade,
+        args.relevance_level,
+        args.gain,
+    )
+    return Scores(
+        [qrels.qid.values[code] for code in golden_order.tolist()],
+        np.full(n_questions, UNTYPED),
+        answerable,
+        (ranked.n_retrieved == 0).astype(float),
+        metric_values(ranked, rank_metrics, answerable),
+        abstain_metrics,
+    )
+
+
+def _warn_if_unbalanced(source: Path, n_questions: int, n_unanswerable: int) -> None:
+    """`GoldenSet.warn_if_unbalanced`'s warnings."""
+    low, high = RECOMMENDED_SIZE
+    if not low <= n_questions <= high:
+        log.warning("%s: %d questions; a golden set works best with %d to %d", source, n_questions, low, high)
+    share = n_unanswerable / n_questions
+    low_share, high_share = RECOMMENDED_UNANSWERABLE_SHARE
+    if not low_share <= share <= high_share:
+        log.warning(
+            "%s: %.0f%% of questions are unanswerable; %.0f%% to %.0f%% is recommended",
+            source,
+            100 * share,
+            100 * low_share,
+            100 * high_share,
+        )
+
+
+# ---------------------------------------------------------------- any input, through pandas
+
+
+def evaluate(args: argparse.Namespace) -> Evaluation:
+    """Any input, through pandas (imported here: the fast path needs none of it)."""
+    from sweep.golden import load_golden
+    from sweep.metrics import score
+    from sweep.runs import Run
+
+    try:
+        golden = load_golden(args.qrels, split=args.split)
+        run = Run.read(args.run)
+    except OSError as error:  # a file that exists but cannot be read
+        raise InputError(str(error)) from None
+    return score(golden, run, args.metrics, relevance_level=args.relevance_level, gain=args.gain)
 
 
 class _OneLine(logging.Formatter):
@@ -75,19 +274,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
     if args.worst < 0:
         raise InputError(f"--worst {args.worst}: must be >= 0")
-    try:
-        golden = load_golden(args.qrels, split=args.split)
-        run = Run.read(args.run)
-    except OSError as error:  # a file that exists but cannot be read
-        raise InputError(str(error)) from None
-    evaluation = score(golden, run, args.metrics, relevance_level=args.relevance_level, gain=args.gain)
-    if args.json:
-        json.dump(to_json(evaluation, args.per_query, args.per_type), sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    else:
+    if not args.json:
         from sweep.report import print_evaluation  # rich and scipy only for the readable report
 
-        print_evaluation(evaluation, per_query=args.per_query, worst=args.worst)
+        print_evaluation(evaluate(args), per_query=args.per_query, worst=args.worst)
+        return 0
+    try:
+        qrels = read_qrels(Path(args.qrels))
+        run = read_trec_run(Path(args.run)) if qrels is not None else None
+    except OSError as error:
+        raise InputError(str(error)) from None
+    scores = score_trec(qrels, run, args) if run is not None else Scores.of(evaluate(args))
+    json.dump(to_json(scores, args.per_query, args.per_type), sys.stdout, indent=1)
+    sys.stdout.write("\n")
     return 0
 
 

@@ -17,15 +17,21 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-from pyarrow import csv as pa_csv
 
 from sweep.errors import InputError, where
-from sweep.records import FirstSeen, check_keys, first_line, json_lines, sniff, text_lines
+from sweep.records import (
+    TREC_RUN_COLUMNS,
+    FirstSeen,
+    check_keys,
+    json_lines,
+    read_columns,
+    repeats_within,
+    sniff,
+    text_lines,
+    trec_order,
+)
 
 log = logging.getLogger(__name__)
-
-TREC_COLUMNS = ["qid", "q0", "docid", "rank", "score", "tag"]
 
 
 @dataclass(frozen=True)
@@ -51,11 +57,9 @@ class Run:
     def from_scored(cls, frame: pd.DataFrame, name: str = "run") -> Run:
         """Order each query's documents as trec_eval does: score descending, then doc id descending."""
         frame = _categorical(frame)
-        order = _trec_order(
-            frame["qid"].cat.codes.to_numpy(np.int64),
-            frame["score"].to_numpy(),
-            frame["docid"].cat.codes.to_numpy(np.int64),  # categories are sorted, so codes order ids
-            len(frame["docid"].cat.categories),
+        doc_codes = frame["docid"].cat.codes.to_numpy(np.int64)  # categories are sorted, so codes order ids
+        order = trec_order(
+            frame["qid"].cat.codes.to_numpy(np.int64), frame["score"].to_numpy(), lambda rows: doc_codes[rows]
         )
         if order is not None:
             frame = frame.iloc[order].reset_index(drop=True)
@@ -73,8 +77,8 @@ class Run:
         qid_codes = np.repeat(np.argsort(qid_order), sizes)
         frame = pd.DataFrame(
             {
-                "qid": pd.Categorical.from_codes(qid_codes, pd.Index(qids, dtype=object)[qid_order]),
-                "docid": pd.Categorical.from_codes(doc_codes, pd.Index(doc_ids, dtype=object)),
+                "qid": pd.Categorical.from_codes(qid_codes, pd.Index(qids, dtype="str")[qid_order]),
+                "docid": pd.Categorical.from_codes(doc_codes, pd.Index(doc_ids, dtype="str")),
                 "score": scores,
             }
         )
@@ -151,29 +155,12 @@ def _categorical(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _trec_order(qid: np.ndarray, score: np.ndarray, doc: np.ndarray, n_docs: int) -> np.ndarray | None:
-    """Row order that puts each query's rows together, score descending, then doc id descending;
-    None when the rows already are. Run files are usually written in rank order, so check that
-    first: then only runs of tied scores can be out of place, and a stable sort (timsort, near
-    linear on nearly sorted keys) of one integer key fixes them."""
-    same_query = qid[1:] == qid[:-1]
-    grouped = len(qid) == 0 or int((~same_query).sum()) + 1 == len(np.unique(qid))
-    if not (grouped and np.all(score[1:][same_query] <= score[:-1][same_query])):
-        return np.lexsort((-doc, -score, qid))
-    tie_group = np.r_[0, np.cumsum(~same_query | (score[1:] != score[:-1]))]
-    key = tie_group * max(n_docs, 1) + (n_docs - 1 - doc)
-    if np.all(key[1:] >= key[:-1]):
-        return None
-    return np.argsort(key, kind="stable")
-
-
 def _drop_repeats(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     """Keep each (query, document) once, at its first (best) position; warn once."""
-    n_docs = max(len(frame["docid"].cat.categories), 1)
-    key = frame["qid"].cat.codes.to_numpy(np.int64) * n_docs + frame["docid"].cat.codes.to_numpy(np.int64)
-    if len(key) < 2 or np.all(np.diff(np.sort(key)) != 0):  # the usual case, without hashing
+    qids, docs = frame["qid"].cat.codes.to_numpy(), frame["docid"].cat.codes.to_numpy()
+    if not repeats_within(qids, docs, len(frame["docid"].cat.categories)):  # the usual case, without hashing
         return frame
-    repeated = pd.Series(key).duplicated().to_numpy()
+    repeated = pd.DataFrame({"qid": qids, "docid": docs}).duplicated().to_numpy()
     first = frame[repeated].iloc[0]
     log.warning(
         "%s: document %r listed more than once for query %r (%d repeats in all); kept its best-ranked entry",
@@ -189,32 +176,21 @@ def _read_trec(path: Path) -> pd.DataFrame:
     """Fastest reader that accepts the file: pyarrow's multithreaded parser for single-delimited
     files (the common case), pandas' C parser for runs of whitespace, and the line-by-line parser
     for anything both reject, which either names the bad line or reads what trec_eval reads."""
-    for reader in (_read_trec_arrow, _read_trec_pandas):
-        try:
-            frame = reader(path)
-        except (ValueError, pd.errors.ParserError, pa.ArrowInvalid, UnicodeDecodeError):
-            continue  # ParserError, ArrowInvalid and UnicodeDecodeError are ValueErrors too
-        if frame.empty:
-            raise InputError(f"{path}: empty file")
-        if not frame.isna().any().any() and np.isfinite(frame["score"]).all():
-            return frame
-        break  # the line reader names the line
-    return _read_trec_lines(path)
-
-
-def _read_trec_arrow(path: Path) -> pd.DataFrame:
-    first = first_line(path)
-    strings = pa.dictionary(pa.int32(), pa.string())  # categorical straight from the parser
-    table = pa_csv.read_csv(
-        path,
-        read_options=pa_csv.ReadOptions(column_names=TREC_COLUMNS),
-        parse_options=pa_csv.ParseOptions(delimiter="\t" if "\t" in first else " "),
-        convert_options=pa_csv.ConvertOptions(
-            include_columns=["qid", "docid", "score", "tag"],
-            column_types={"qid": strings, "docid": strings, "tag": strings, "score": pa.float64()},
-        ),
-    )
-    return table.to_pandas()
+    columns = read_columns(path, TREC_RUN_COLUMNS, {"qid": "string", "docid": "string", "score": "float"})
+    if columns is not None:
+        return pd.DataFrame(
+            {name: pd.Categorical.from_codes(columns[name].codes, columns[name].values) for name in ("qid", "docid")}
+            | {"score": columns["score"]}
+        )
+    try:
+        frame = _read_trec_pandas(path)
+    except ValueError:  # pandas' ParserError and UnicodeDecodeError are ValueErrors
+        return _read_trec_lines(path)
+    if frame.empty:
+        raise InputError(f"{path}: empty file")
+    if frame.isna().any().any() or not np.isfinite(frame["score"]).all():
+        return _read_trec_lines(path)  # it names the line
+    return frame
 
 
 def _read_trec_pandas(path: Path) -> pd.DataFrame:
@@ -223,7 +199,7 @@ def _read_trec_pandas(path: Path) -> pd.DataFrame:
             path,
             sep=r"\s+",
             header=None,
-            names=TREC_COLUMNS,
+            names=TREC_RUN_COLUMNS,
             usecols=["qid", "docid", "score", "tag"],
             dtype={"qid": str, "docid": str, "tag": str, "score": float},  # str: "007" stays "007"
             engine="c",
@@ -239,7 +215,7 @@ def _read_trec_lines(path: Path) -> pd.DataFrame:
         fields = line.split()
         if not fields:
             continue
-        if len(fields) < len(TREC_COLUMNS):
+        if len(fields) < len(TREC_RUN_COLUMNS):
             raise InputError(
                 f"{where(path, number)}: expected 6 fields 'qid Q0 docid rank score tag', found {len(fields)}"
             )

@@ -1,14 +1,25 @@
-"""Retrieval metrics that agree with trec_eval, plus abstention, aggregation and significance."""
+"""Retrieval metrics that agree with trec_eval, plus abstention, aggregation and significance.
 
-from sweep.metrics.measures import FAMILIES, Metric, RankedJudgments, parse_metrics, valid_names
-from sweep.metrics.scoring import (
+`measures` is the numpy core; `scoring` (`score`, `Evaluation`) builds pandas tables on it and is
+imported on first use, so that `python -m sweep.evaluate`, which needs only the core, starts
+without pandas.
+"""
+
+from typing import TYPE_CHECKING
+
+from sweep.metrics.measures import (
     ABSTAIN_CORRECT,
     ABSTAIN_FALSE,
     DEFAULT_METRICS,
-    Evaluation,
-    rank_judgments,
-    score,
+    FAMILIES,
+    Metric,
+    RankedJudgments,
+    parse_metrics,
+    valid_names,
 )
+
+if TYPE_CHECKING:
+    from sweep.metrics.scoring import Evaluation, rank_judgments, score
 
 __all__ = [
     "ABSTAIN_CORRECT",
@@ -23,3 +34,12 @@ __all__ = [
     "rank_judgments",
     "valid_names",
 ]
+_SCORING = ("Evaluation", "rank_judgments", "score")
+
+
+def __getattr__(name: str):
+    if name in _SCORING:
+        from sweep.metrics import scoring
+
+        return getattr(scoring, name)
+    raise AttributeError(f"module 'sweep.metrics' has no attribute {name!r}")

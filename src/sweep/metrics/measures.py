@@ -1,16 +1,18 @@
-"""Rank metrics as small pure functions over a ranked-judgments matrix.
+"""Rank metrics as small pure functions over the judged documents each query retrieved.
 
-Every query is a row: `grades[q, i]` is the judged grade of the document at rank i + 1
-(0 for unjudged documents and for ranks past the end of a short run), `ideal[q]` holds the
-query's positive grades sorted descending. Cumulative sums over ranks are computed once
-(`RankedJudgments`), so any number of cutoffs costs one column lookup each.
+The numpy core of scoring, without pandas, so that `python -m sweep.evaluate` starts quickly: a
+run and its judgments come in as integer arrays, `RankedJudgments.join` finds the judged
+documents among the retrieved ones (one hash join for all queries), and each metric is a few
+array operations over those hits. Sums per query are `np.bincount` with weights, taken in rank
+order, so they add up exactly as running sums over the ranks do; no Python loop runs per query.
 Definitions follow trec_eval (see DESIGN.md, "Metric definitions").
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -18,15 +20,37 @@ import numpy as np
 
 from sweep.errors import InputError
 
+log = logging.getLogger(__name__)
+
 GAINS = ("linear", "exponential")
+ABSTAIN_CORRECT = "abstain/correct_rate"  # unanswerable questions that got an empty result
+ABSTAIN_FALSE = "abstain/false_rate"  # answerable questions that got an empty result
+ABSTAIN_METRICS = (ABSTAIN_CORRECT, ABSTAIN_FALSE)
+DEFAULT_METRICS = (
+    "recall_at_1", "recall_at_3", "recall_at_5", "recall_at_10", "recall_at_20", "recall_at_100",
+    "precision_at_1", "precision_at_5", "precision_at_10",
+    "hit_at_1", "hit_at_5", "hit_at_10",
+    "mrr", "mrr_at_10", "ndcg_at_5", "ndcg_at_10", "ndcg_at_20", "map", "map_at_10", "r_precision",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
 class RankedJudgments:
-    grades: np.ndarray  # (queries, depth) float
-    ideal: np.ndarray  # (queries, judged) float, positive grades sorted descending, 0-padded
-    n_retrieved: np.ndarray  # (queries,) int
-    top_score: np.ndarray  # (queries,) the first result's score, NaN for an empty result
+    """Every judged document a run retrieved, at its rank; one query per golden question.
+
+    `hit_query`, `hit_rank` (1-based) and `hit_grade` describe one retrieved judged document
+    each (grade 0 and negative grades included), sorted by query, then rank. `ideal_query` and
+    `ideal_grade` hold each query's positive grades, sorted by query, then grade descending: the
+    ideal ranking. `top_score` is NaN for an empty result."""
+
+    n_queries: int
+    hit_query: np.ndarray
+    hit_rank: np.ndarray
+    hit_grade: np.ndarray  # float
+    ideal_query: np.ndarray
+    ideal_grade: np.ndarray  # float
+    n_retrieved: np.ndarray
+    top_score: np.ndarray
     relevance_level: int = 1  # binary metrics count grade >= this as relevant
     gain: str = "linear"  # nDCG gain: grade (trec_eval) or 2**grade - 1
 
@@ -40,58 +64,180 @@ class RankedJudgments:
         ):
             raise InputError(f"relevance level {self.relevance_level!r} must be an integer >= 1")
 
-    @property
-    def depth(self) -> int:
-        return self.grades.shape[1]
+    @classmethod
+    def join(
+        cls,
+        n_queries: int,
+        query_row: np.ndarray,
+        run_query: np.ndarray,
+        run_doc: np.ndarray,
+        run_score: np.ndarray,
+        judged_query: np.ndarray,
+        judged_doc: np.ndarray,
+        judged_grade: np.ndarray,
+        relevance_level: int = 1,
+        gain: str = "linear",
+    ) -> RankedJudgments:
+        """`run_*`: one entry per retrieved document, each query's entries together and in rank
+        order; `run_query` numbers the run's queries, and `query_row` gives each of them its row
+        0..n_queries-1 (-1: a query the golden set does not have, left out). `judged_*`: one entry
+        per judgment, at most one per (row, document), `judged_doc` numbering documents as
+        `run_doc` does (-1: never retrieved)."""
+        starts = group_starts(run_query)
+        rows = query_row[run_query[starts]]
+        known = rows >= 0
+        n_retrieved = np.zeros(n_queries, np.int64)
+        n_retrieved[rows[known]] = np.diff(np.r_[starts, len(run_query)])[known]
+        top_score = np.full(n_queries, np.nan)
+        top_score[rows[known]] = run_score[starts[known]]
+        first_row = np.zeros(n_queries, np.int64)
+        first_row[rows[known]] = starts[known]
+
+        # the join on (run query, document): judgments of questions the run left out cannot match
+        run_query_of = np.full(n_queries, -1, np.int64)
+        run_query_of[query_row[query_row >= 0]] = np.flatnonzero(query_row >= 0)
+        judged_run_query = run_query_of[judged_query]
+        retrieved = (judged_doc >= 0) & (judged_run_query >= 0)
+        n_docs = int(max(run_doc.max(initial=-1), judged_doc.max(initial=-1))) + 1
+        # int32 keys when they fit: half the memory traffic
+        key_type = np.int32 if len(query_row) * n_docs <= np.iinfo(np.int32).max else np.int64
+        judged_key = (judged_run_query[retrieved] * n_docs + judged_doc[retrieved]).astype(key_type)
+        by_key = np.argsort(judged_key, kind="stable")  # near linear: judgments come query by query
+        run_key = run_query.astype(key_type)  # in place from here: one array of the run's length, not three
+        run_key *= n_docs
+        run_key += run_doc
+        hit_row, position = _lookup(judged_key[by_key], run_key)
+        hit_query = query_row[run_query[hit_row]]
+
+        positive = judged_grade > 0
+        ideal_query, ideal_grade = judged_query[positive], judged_grade[positive]
+        top = ideal_grade.max(initial=0)
+        ideal = np.argsort(ideal_query * (top + 1) + (top - ideal_grade), kind="stable")  # query, then grade descending
+        return cls(
+            n_queries,
+            hit_query,
+            hit_row - first_row[hit_query] + 1,
+            judged_grade[retrieved][by_key][position].astype(float),
+            ideal_query[ideal],
+            ideal_grade[ideal].astype(float),
+            n_retrieved,
+            top_score,
+            relevance_level,
+            gain,
+        )
 
     @cached_property
-    def is_relevant(self) -> np.ndarray:
-        return self.grades >= self.relevance_level
+    def relevant(self) -> tuple[np.ndarray, np.ndarray]:
+        """(query, rank) of each relevant hit (grade >= relevance_level), sorted as the hits are."""
+        keep = self.hit_grade >= self.relevance_level
+        return self.hit_query[keep], self.hit_rank[keep]
 
     @cached_property
     def n_relevant(self) -> np.ndarray:
-        return (self.ideal >= self.relevance_level).sum(axis=1)
+        return np.bincount(self.ideal_query[self.ideal_grade >= self.relevance_level], minlength=self.n_queries)
 
-    @cached_property
-    def hits(self) -> np.ndarray:
-        """hits[q, i]: relevant documents among the first i + 1."""
-        return np.cumsum(self.is_relevant, axis=1, dtype=np.int64)
+    def relevant_within(self, k: int | None) -> np.ndarray:
+        """|top-k ∩ R| per query."""
+        return _sum_within(*self.relevant, k, None, self.n_queries)
 
     @cached_property
     def first_relevant_rank(self) -> np.ndarray:
         """1-based rank of the first relevant document; 0 when there is none."""
-        found = self.is_relevant.any(axis=1)
-        return np.where(found, self.is_relevant.argmax(axis=1) + 1, 0)
+        query, rank = self.relevant
+        first = group_starts(query)
+        out = np.zeros(self.n_queries, np.int64)
+        out[query[first]] = rank[first]
+        return out
 
     @cached_property
-    def precision_sum(self) -> np.ndarray:
-        """Running sum of precision at each relevant rank (the numerator of AP)."""
-        ranks = np.arange(1, self.depth + 1)
-        return np.cumsum(np.where(self.is_relevant, self.hits / ranks, 0.0), axis=1)
+    def precision_at_relevant(self) -> np.ndarray:
+        """Precision at each relevant hit's rank: relevant documents so far / rank."""
+        query, rank = self.relevant
+        return _ordinals(query) / rank
+
+    def precision_sum(self, k: int | None) -> np.ndarray:
+        """Σ precision at each relevant rank within k, per query: AP's numerator."""
+        return _sum_within(*self.relevant, k, self.precision_at_relevant, self.n_queries)
 
     @cached_property
-    def dcg(self) -> np.ndarray:
-        return np.cumsum(self._gain(self.grades) * _discount(self.depth), axis=1)
+    def discount(self) -> np.ndarray:
+        """1 / log2(rank + 1) for ranks 1..n, one table for the run's and the ideal ranking."""
+        n = max(int(self.n_retrieved.max(initial=0)), int(np.bincount(self.ideal_query).max(initial=0)), 1)
+        return 1.0 / np.log2(np.arange(2, n + 2))
 
     @cached_property
-    def idcg(self) -> np.ndarray:
-        return np.cumsum(self._gain(self.ideal) * _discount(self.ideal.shape[1]), axis=1)
+    def discounted_gain(self) -> np.ndarray:
+        """gain(grade) / log2(rank + 1) at each hit."""
+        return self._gain(self.hit_grade) * self.discount[self.hit_rank - 1]
+
+    def dcg(self, k: int | None) -> np.ndarray:
+        return _sum_within(self.hit_query, self.hit_rank, k, self.discounted_gain, self.n_queries)
+
+    @cached_property
+    def ideal_rank(self) -> np.ndarray:
+        """1-based rank of each grade in its query's ideal ranking."""
+        return _ordinals(self.ideal_query)
+
+    @cached_property
+    def ideal_discounted_gain(self) -> np.ndarray:
+        return self._gain(self.ideal_grade) * self.discount[self.ideal_rank - 1]
+
+    def idcg(self, k: int | None) -> np.ndarray:
+        return _sum_within(self.ideal_query, self.ideal_rank, k, self.ideal_discounted_gain, self.n_queries)
 
     def _gain(self, grades: np.ndarray) -> np.ndarray:
         positive = np.maximum(grades, 0.0)  # trec_eval: non-positive grades add nothing
         return positive if self.gain == "linear" else np.exp2(positive) - 1.0
 
-    @staticmethod
-    def at(cumulative: np.ndarray, k: int | None) -> np.ndarray:
-        """Column k of a cumulative (queries, n) array: the value after the first k ranks."""
-        n = cumulative.shape[1]
-        if n == 0:
-            return np.zeros(cumulative.shape[0])
-        return cumulative[:, (n if k is None else min(k, n)) - 1]
+
+def _sum_within(
+    query: np.ndarray, rank: np.ndarray, k: int | None, weights: np.ndarray | None, n_queries: int
+) -> np.ndarray:
+    """Per query: how many of its entries rank in the top k (all of them for k None), or the sum
+    of their `weights`, added up in the entries' order."""
+    if k is not None:
+        top = rank <= k
+        query, weights = query[top], None if weights is None else weights[top]
+    return np.bincount(query, weights, minlength=n_queries)
 
 
-def _discount(n: int) -> np.ndarray:
-    return 1.0 / np.log2(np.arange(2, n + 2))
+def group_starts(query: np.ndarray) -> np.ndarray:
+    """Where each query's entries begin, in an array that has them together."""
+    return np.r_[0, np.flatnonzero(query[1:] != query[:-1]) + 1] if len(query) else np.zeros(0, np.int64)
+
+
+def _ordinals(query: np.ndarray) -> np.ndarray:
+    """1, 2, ... along each query's entries, in an array that has them together."""
+    starts = group_starts(query)
+    return np.arange(1, len(query) + 1) - np.repeat(starts, np.diff(np.r_[starts, len(query)]))
+
+
+# 2**width / golden ratio: multiplying by it scatters keys over the top bits
+_FIBONACCI = {np.dtype(np.int32): np.uint32(0x9E3779B9), np.dtype(np.int64): np.uint64(0x9E3779B97F4A7C15)}
+
+
+def _lookup(keys: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(indices of the `probes` found in the sorted, distinct `keys`, their positions in `keys`);
+    keys and probes are both int32 or both int64.
+
+    A run retrieves more documents than it has judgments, so most probes are misses: a bitmap
+    over hashed keys (a one-hash Bloom filter, at most ~6% false positives) rules them out in a
+    few array passes, and only the rest are binary-searched."""
+    bits = int(np.clip(np.ceil(np.log2(16 * max(len(keys), 1))), 10, 26))
+    maybe = np.zeros(1 << bits, bool)
+    maybe[_slots(keys, bits)] = True
+    candidates = np.flatnonzero(maybe[_slots(probes, bits)])
+    position = np.searchsorted(keys, probes[candidates]).clip(max=len(keys) - 1)
+    found = keys[position] == probes[candidates]
+    return candidates[found], position[found]
+
+
+def _slots(keys: np.ndarray, bits: int) -> np.ndarray:
+    """Fibonacci hashing: the top `bits` bits of key * 2**width / golden ratio."""
+    multiplier = _FIBONACCI[keys.dtype]
+    slots = keys.view(multiplier.dtype) * multiplier
+    slots >>= multiplier.dtype.type(8 * keys.itemsize - bits)
+    return slots
 
 
 def _divide(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
@@ -101,22 +247,22 @@ def _divide(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- the metrics
-# k=None means "the whole ranking".
+# k=None means "the whole ranking"; R is the set of documents with grade >= relevance_level.
 
 
 def recall(r: RankedJudgments, k: int) -> np.ndarray:
     """|top-k ∩ R| / |R|."""
-    return _divide(r.at(r.hits, k), r.n_relevant)
+    return _divide(r.relevant_within(k), r.n_relevant)
 
 
 def precision(r: RankedJudgments, k: int) -> np.ndarray:
     """|top-k ∩ R| / k, dividing by k even when fewer were returned."""
-    return r.at(r.hits, k) / k
+    return r.relevant_within(k) / k
 
 
 def hit(r: RankedJudgments, k: int) -> np.ndarray:
     """1 if any relevant document is in the top k."""
-    return (r.at(r.hits, k) > 0).astype(float)
+    return (r.relevant_within(k) > 0).astype(float)
 
 
 def mrr(r: RankedJudgments, k: int | None = None) -> np.ndarray:
@@ -127,20 +273,21 @@ def mrr(r: RankedJudgments, k: int | None = None) -> np.ndarray:
 
 
 def ndcg(r: RankedJudgments, k: int | None = None) -> np.ndarray:
-    """DCG@k / IDCG@k, the ideal ranking built from every judged grade."""
-    return _divide(r.at(r.dcg, k), r.at(r.idcg, k))
+    """DCG@k / IDCG@k with DCG@k = Σ_{i <= k} gain(grade_i) / log2(i + 1), the ideal ranking
+    built from every judged grade."""
+    return _divide(r.dcg(k), r.idcg(k))
 
 
 def average_precision(r: RankedJudgments, k: int | None = None) -> np.ndarray:
     """Σ precision at each relevant rank within k, divided by |R|."""
-    return _divide(r.at(r.precision_sum, k), r.n_relevant)
+    return _divide(r.precision_sum(k), r.n_relevant)
 
 
 def r_precision(r: RankedJudgments, k: None = None) -> np.ndarray:
-    """Precision at rank |R|."""
-    columns = np.clip(r.n_relevant, 1, max(r.depth, 1)) - 1
-    hits_at_r = r.hits[np.arange(len(columns)), columns] if r.depth else np.zeros(len(columns))
-    return _divide(hits_at_r, r.n_relevant)
+    """|top-|R| ∩ R| / |R|: precision at rank |R|."""
+    query, rank = r.relevant
+    at_r = rank <= np.maximum(r.n_relevant, 1)[query]
+    return _divide(np.bincount(query[at_r], minlength=r.n_queries), r.n_relevant)
 
 
 # ---------------------------------------------------------------- names
@@ -207,3 +354,71 @@ def parse_metrics(names: list[str]) -> list[Metric]:
     if not names:
         raise InputError("no metrics given")
     return list(dict.fromkeys(Metric.parse(n) for n in names))
+
+
+def select_metrics(metrics: str | Sequence[str] | None, has_unanswerable: bool) -> tuple[list[Metric], tuple[str, ...]]:
+    """(rank metrics, abstention rates) for `metrics`: names such as "ndcg_at_10,mrr" (abstention
+    rates included by name); None means DEFAULT_METRICS plus the abstention rates that apply."""
+    if metrics is None:
+        names = [*DEFAULT_METRICS, *(ABSTAIN_METRICS if has_unanswerable else (ABSTAIN_FALSE,))]
+    else:
+        names = [n.strip() for n in (metrics.split(",") if isinstance(metrics, str) else metrics) if n.strip()]
+    abstain = tuple(n for n in dict.fromkeys(names) if n in ABSTAIN_METRICS)
+    rank_names = [n for n in names if n not in ABSTAIN_METRICS]
+    return (parse_metrics(rank_names) if rank_names or not abstain else []), abstain
+
+
+# ---------------------------------------------------------------- per question and means
+
+
+def metric_values(ranked: RankedJudgments, metrics: Sequence[Metric], answerable: np.ndarray) -> dict[str, np.ndarray]:
+    """Each metric per question; NaN for unanswerable questions, which abstention scores instead."""
+    return {metric.name: np.where(answerable, metric(ranked), np.nan) for metric in metrics}
+
+
+def answerable_means(values: Mapping[str, np.ndarray], answerable: np.ndarray) -> dict[str, float]:
+    """Each rank metric averaged over the answerable questions."""
+    return {name: _mean(column[answerable]) for name, column in values.items()}
+
+
+def abstention_rates(abstained: np.ndarray, answerable: np.ndarray, names: Sequence[str]) -> dict[str, float]:
+    """The share of unanswerable questions with an empty result (ABSTAIN_CORRECT) and of answerable
+    ones (ABSTAIN_FALSE), those of `names`."""
+    rates = {ABSTAIN_CORRECT: _mean(abstained[~answerable]), ABSTAIN_FALSE: _mean(abstained[answerable])}
+    return {name: rates[name] for name in names}
+
+
+def type_means(
+    types: np.ndarray,
+    answerable: np.ndarray,
+    abstained: np.ndarray,
+    values: Mapping[str, np.ndarray],
+    abstain_metrics: Sequence[str],
+) -> dict[str, float]:
+    """`type/<type>/n`, then `type/<type>/<metric>` for the rank metrics and abstention rates,
+    types in sorted order (DESIGN's names); undefined means (the recall of a type with no
+    answerable question) are left out."""
+    out: dict[str, float] = {}
+    for qtype in sorted(set(types.tolist())):  # a handful of types, not one pass per question
+        rows = types == qtype
+        means = answerable_means({name: column[rows] for name, column in values.items()}, answerable[rows])
+        means |= abstention_rates(abstained[rows], answerable[rows], abstain_metrics)
+        out[f"type/{qtype}/n"] = int(rows.sum())
+        out |= {f"type/{qtype}/{name}": value for name, value in means.items() if not np.isnan(value)}
+    return out
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(values.mean()) if len(values) else float("nan")
+
+
+def warn_unknown_queries(run_name: str, golden_source: str, unknown: Sequence[str]) -> None:
+    """One warning for the run's queries that the golden set does not have (they are not scored)."""
+    if len(unknown):
+        log.warning(
+            "%s: %d queries are not in the golden set %s and are ignored (first: %r)",
+            run_name,
+            len(unknown),
+            golden_source,
+            min(unknown),
+        )

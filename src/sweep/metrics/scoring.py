@@ -8,78 +8,55 @@ dropped with one warning.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from sweep.golden import GoldenSet
 from sweep.metrics.context import CONTEXT_N, ContextScores
-from sweep.metrics.measures import Metric, RankedJudgments, parse_metrics
+from sweep.metrics.measures import (
+    ABSTAIN_CORRECT,
+    ABSTAIN_FALSE,
+    RankedJudgments,
+    abstention_rates,
+    answerable_means,
+    group_starts,
+    metric_values,
+    select_metrics,
+    warn_unknown_queries,
+)
+from sweep.records import index_in
 from sweep.runs import Run
 
-log = logging.getLogger(__name__)
-
-ABSTAIN_CORRECT = "abstain/correct_rate"  # unanswerable questions that got an empty result
-ABSTAIN_FALSE = "abstain/false_rate"  # answerable questions that got an empty result
-ABSTAIN_METRICS = (ABSTAIN_CORRECT, ABSTAIN_FALSE)
 HEADLINE = "ndcg_at_10"
-DEFAULT_METRICS = (
-    "recall_at_1", "recall_at_3", "recall_at_5", "recall_at_10", "recall_at_20", "recall_at_100",
-    "precision_at_1", "precision_at_5", "precision_at_10",
-    "hit_at_1", "hit_at_5", "hit_at_10",
-    "mrr", "mrr_at_10", "ndcg_at_5", "ndcg_at_10", "ndcg_at_20", "map", "map_at_10", "r_precision",
-)  # fmt: skip
 
 
 def rank_judgments(golden: GoldenSet, run: Run, relevance_level: int = 1, gain: str = "linear") -> RankedJudgments:
-    """Place every judged grade at its rank, one row per golden question (in golden order)."""
-    qids = golden.ids
-    frame = run.frame
-    row = qids.get_indexer(frame["qid"].cat.categories)[frame["qid"].cat.codes.to_numpy()]
-    docs, scores = frame["docid"].cat.codes.to_numpy(), frame["score"].to_numpy()
-    if (row < 0).any():  # run queries that are not in the golden set
-        known = row >= 0
-        row, docs, scores = row[known], docs[known], scores[known]
-    n_queries = len(qids)
-
-    starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]]) if len(row) else np.array([], dtype=np.int64)
-    rank = np.arange(len(row)) - np.repeat(starts, np.diff(np.r_[starts, len(row)]))
-    n_retrieved = np.bincount(row, minlength=n_queries)
-
-    # grade of each retrieved (query, document): a hash join on one integer key
-    judged = golden.judgments
-    judged_row = qids.get_indexer(judged["qid"])
-    judged_doc = frame["docid"].cat.categories.get_indexer(judged["docid"])  # -1: never retrieved
-    judged_grade = judged["grade"].to_numpy(dtype=float)
-    n_docs = max(len(frame["docid"].cat.categories), 1)
-    retrieved = judged_doc >= 0
-    judged_key = pd.Index(judged_row[retrieved].astype(np.int64) * n_docs + judged_doc[retrieved])
-    position = judged_key.get_indexer(row.astype(np.int64) * n_docs + docs)
-    grade_of_hit = np.append(judged_grade[retrieved], 0.0)[position]  # position -1: unjudged, grade 0
-
-    grades = np.zeros((n_queries, max(int(n_retrieved.max(initial=0)), 1)))
-    grades[row, rank] = grade_of_hit
-    top_score = np.full(n_queries, np.nan)
-    top_score[row[starts]] = scores[starts]
-    ideal = _ideal(judged_row, judged_grade, n_queries)
-    return RankedJudgments(grades, ideal, n_retrieved, top_score, relevance_level, gain)
+    """Every judged document the run retrieved, at its rank, one query per golden question (in golden order)."""
+    qids, frame, judged = golden.ids, run.frame, golden.judgments
+    return RankedJudgments.join(
+        len(qids),
+        qids.get_indexer(frame["qid"].cat.categories),
+        frame["qid"].cat.codes.to_numpy(),
+        frame["docid"].cat.codes.to_numpy(),
+        frame["score"].to_numpy(),
+        _rows(qids, judged["qid"].to_numpy()),
+        index_in(pa.array(judged["docid"], pa.string()), pa.array(frame["docid"].cat.categories, pa.string())),
+        judged["grade"].to_numpy(),
+        relevance_level,
+        gain,
+    )
 
 
-def _ideal(row: np.ndarray, grade: np.ndarray, n_queries: int) -> np.ndarray:
-    """Each query's positive grades, sorted descending, 0-padded."""
-    positive = grade > 0
-    row, grade = row[positive], grade[positive]
-    order = np.lexsort((-grade, row))
-    row, grade = row[order], grade[order]
-    counts = np.bincount(row, minlength=n_queries)
-    ideal = np.zeros((n_queries, max(int(counts.max(initial=0)), 1)))
-    starts = np.r_[0, np.cumsum(counts)[:-1]]
-    ideal[row, np.arange(len(row)) - starts[row]] = grade
-    return ideal
+def _rows(qids: pd.Index, judged_qids: np.ndarray) -> np.ndarray:
+    """The row of each judgment's question: looked up once per run of equal ids, as judgments
+    come question by question (equal ids are one object, so comparing them is cheap)."""
+    starts = group_starts(judged_qids)
+    return np.repeat(qids.get_indexer(judged_qids[starts]), np.diff(np.r_[starts, len(judged_qids)]))
 
 
 @dataclass(frozen=True)
@@ -115,7 +92,7 @@ class Evaluation:
     @cached_property
     def mean(self) -> dict[str, float]:
         """Rank metrics over answerable questions, plus the requested abstention rates."""
-        means = {name: _mean(self.answerable[name]) for name in self.metrics}
+        means = answerable_means(self._values, self.per_query["answerable"].to_numpy())
         if self.context is not None:
             means |= {name: _mean(self.context.frame[name]) for name in self.context_metrics}
             means[CONTEXT_N] = float(len(self.context.frame))
@@ -123,12 +100,12 @@ class Evaluation:
 
     @cached_property
     def abstention(self) -> dict[str, float]:
-        abstained = self.per_query["abstained"]
-        rates = {
-            ABSTAIN_CORRECT: _mean(abstained[~self.per_query["answerable"]]),
-            ABSTAIN_FALSE: _mean(abstained[self.per_query["answerable"]]),
-        }
-        return {name: rates[name] for name in self.abstain_metrics}
+        frame = self.per_query
+        return abstention_rates(frame["abstained"].to_numpy(), frame["answerable"].to_numpy(), self.abstain_metrics)
+
+    @property
+    def _values(self) -> dict[str, np.ndarray]:
+        return {name: self.per_query[name].to_numpy() for name in self.metrics}
 
     def by(self, column: str = "type") -> pd.DataFrame:
         """Means per group (question type by default): n, answerable, each metric, abstention."""
@@ -211,35 +188,19 @@ def score(
 ) -> Evaluation:
     """`metrics`: names such as "ndcg_at_10,mrr" (abstention rates included by name); None means
     DEFAULT_METRICS plus the abstention rates that apply to this golden set."""
-    if metrics is None:
-        has_unanswerable = not golden.questions_frame["answerable"].all()
-        names = [*DEFAULT_METRICS, *(ABSTAIN_METRICS if has_unanswerable else (ABSTAIN_FALSE,))]
-    else:
-        names = [n.strip() for n in (metrics.split(",") if isinstance(metrics, str) else metrics) if n.strip()]
-    abstain = tuple(n for n in dict.fromkeys(names) if n in ABSTAIN_METRICS)
-    rank_names = [n for n in names if n not in ABSTAIN_METRICS]
-    rank_metrics = parse_metrics(rank_names) if rank_names or not abstain else []
-
-    extra = run.qids.difference(golden.ids)
-    if len(extra):
-        log.warning(
-            "%s: %d queries are not in the golden set %s and are ignored (first: %r)",
-            run.name,
-            len(extra),
-            golden.source,
-            extra[0],
-        )
+    answerable = golden.questions_frame["answerable"].to_numpy()
+    rank_metrics, abstain = select_metrics(metrics, has_unanswerable=not answerable.all())
+    warn_unknown_queries(run.name, golden.source, run.qids.difference(golden.ids).tolist())
     ranked = rank_judgments(golden, run, relevance_level, gain)
-    per_query = per_query_table(golden, ranked, rank_metrics)
-    return Evaluation(per_query, tuple(m.name for m in rank_metrics), abstain, golden, run, relevance_level, gain)
-
-
-def per_query_table(golden: GoldenSet, ranked: RankedJudgments, metrics: list[Metric]) -> pd.DataFrame:
-    frame = golden.questions_frame[["type", "answerable"]].copy()
-    frame["n_retrieved"] = ranked.n_retrieved
-    frame["top_score"] = ranked.top_score
-    frame["abstained"] = (ranked.n_retrieved == 0).astype(float)
-    answerable = frame["answerable"].to_numpy()
-    for metric in metrics:
-        frame[metric.name] = np.where(answerable, metric(ranked), np.nan)
-    return frame
+    frame = pd.DataFrame(
+        {
+            "type": golden.questions_frame["type"],
+            "answerable": answerable,
+            "n_retrieved": ranked.n_retrieved,
+            "top_score": ranked.top_score,
+            "abstained": (ranked.n_retrieved == 0).astype(float),
+        }
+        | metric_values(ranked, rank_metrics, answerable),
+        index=golden.ids,
+    )
+    return Evaluation(frame, tuple(m.name for m in rank_metrics), abstain, golden, run, relevance_level, gain)
