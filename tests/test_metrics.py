@@ -172,3 +172,20 @@ def test_a_run_written_as_trec_reads_back_identically(tmp_path):
     run.to_trec(tmp_path / "run.trec")
     assert Run.read(tmp_path / "run.trec").rankings() == run.rankings()
     assert (tmp_path / "run.trec").read_text().splitlines()[0] == "q1 Q0 b 1 2.5 golden-sweep"
+
+
+def test_holes_in_the_golden_set_are_named_with_how_many_questions_they_touch(caplog):
+    from sweep.trial import warn_about_holes
+
+    golden = golden_of({"a": {"d1": 1, "d2": 0}, "b": {"d3": 1}, "c": {"d4": 1}, "u": {}})
+    run = ranked({"a": ["d1", "x", "d2"], "b": ["d3", "y", "z"], "c": ["d4"], "u": ["w"]})
+    evaluation = score(golden, run)
+    assert evaluation.per_query["judged_at_10"].to_dict() == pytest.approx(
+        {"a": 2 / 3, "b": 1 / 3, "c": 1.0, "u": float("nan")}, nan_ok=True
+    )  # the unanswerable question is scored by abstention, like every rank metric
+    with caplog.at_level("WARNING"):
+        warn_about_holes(evaluation, floor=0.5)
+    assert "1 of 3 answerable questions have judged_at_10 below 0.5" in caplog.text
+    caplog.clear()
+    warn_about_holes(evaluation, floor=0.3)
+    assert caplog.text == ""

@@ -77,3 +77,24 @@ def check_agreement(qrels, run, relevance_level):
         expected = [theirs[q][OURS_TO_TREC[name]] if q in theirs else 0.0 for q in answerable.index]
         if expected:
             assert evaluation.mean[name] == pytest.approx(sum(expected) / len(expected), abs=1e-9)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(data=qrels_and_run())
+def test_judged_at_k_counts_what_pytrec_eval_counts_as_judged(data):
+    """judged_at_k is trec_eval's P@k with every judgment counted relevant (grades shifted up by
+    one, since pytrec_eval takes no relevance level 0), over min(k, documents returned) rather than k."""
+    qrels, run = data
+    shifted = {qid: {doc: grade + 1 for doc, grade in rel.items()} for qid, rel in qrels.items()}
+    theirs = pytrec_eval.RelevanceEvaluator(shifted, {f"P.{','.join(map(str, CUTOFFS))}"}).evaluate(run)
+    golden = GoldenSet(tuple(Question(qid, "", rel) for qid, rel in qrels.items()))
+    names = [f"judged_at_{k}" for k in CUTOFFS]
+    per_query = score(golden, Run.from_dict(run), names).per_query
+    for qid, row in per_query[per_query["answerable"]].iterrows():
+        returned = len(run.get(qid, {}))
+        for k in CUTOFFS:
+            if not returned:  # nothing shown: nothing unjudged, and nothing to divide by
+                assert row[f"judged_at_{k}"] != row[f"judged_at_{k}"], (qid, k)  # NaN
+                continue
+            expected = theirs[qid][f"P_{k}"] * k / min(k, returned)
+            assert row[f"judged_at_{k}"] == pytest.approx(expected, abs=1e-9), (qid, k)

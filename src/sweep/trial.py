@@ -60,6 +60,11 @@ class ContextSettings:
 
 
 @dataclass
+class JudgedSettings:
+    floor: Annotated[float, Range(0, 1)] = 0.5  # warn when answerable questions' judged_at_10 is below this
+
+
+@dataclass
 class Settings:
     """The top-level settings of conf/config.yaml; the groups' settings are their classes'."""
 
@@ -69,6 +74,7 @@ class Settings:
     chunk_depth: Annotated[int, Range(1, 1_000_000)] = 400
     abstain: AbstainSettings = field(default_factory=AbstainSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
+    judged: JudgedSettings = field(default_factory=JudgedSettings)
     golden: GoldenSettings | None = None
     experiment: Annotated[str, NonEmpty()] = "golden-sweep"
     cache_dir: Annotated[str, NonEmpty()] = ".cache/golden-sweep"
@@ -151,6 +157,21 @@ def warn_about_costly_settings(cfg: DictConfig) -> None:
         log.warning("reranker.candidates=%d: only chunk_depth=%d hits reach the reranker", candidates, cfg.chunk_depth)
 
 
+def warn_about_holes(evaluation: Evaluation, floor: float, metric: str = "judged_at_10") -> None:
+    """Questions whose top documents are mostly unjudged: their metrics count those documents as
+    irrelevant, so they may undercount this configuration (holes in the golden set)."""
+    if metric not in evaluation.per_query.columns:
+        return
+    values = evaluation.answerable[metric].dropna()
+    below = int((values < floor).sum())
+    if below:
+        log.warning(
+            "%d of %d answerable questions have %s below %g: most of their top documents were never judged and "
+            "count as irrelevant; pool and label them (python -m sweep.pool, python -m sweep.label)",
+            below, len(values), metric, floor,
+        )  # fmt: skip
+
+
 def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrides: Sequence[str] = ()) -> Trial:
     """Evaluate the configuration `cfg` and log it as an MLflow run, or, in a resumed sweep,
     return the run in which it already finished. `choices`: each config group's chosen option
@@ -180,6 +201,7 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
         metrics_s, start = time.perf_counter() - start, time.perf_counter()
         context = score_contexts(golden, retrieval.contexts, retrieval.chunks, corpus, cfg.context.k)
         evaluation = evaluation.with_context(context)
+        warn_about_holes(evaluation, cfg.judged.floor)
         timings = {"time/metrics_s": metrics_s, "time/context_metrics_s": time.perf_counter() - start}
         tracking.log_stats(retrieval.stats | timings)
         tracking.log_evaluation(evaluation)

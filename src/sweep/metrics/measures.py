@@ -31,6 +31,7 @@ DEFAULT_METRICS = (
     "precision_at_1", "precision_at_5", "precision_at_10",
     "hit_at_1", "hit_at_5", "hit_at_10",
     "mrr", "mrr_at_10", "ndcg_at_5", "ndcg_at_10", "ndcg_at_20", "map", "map_at_10", "r_precision",
+    "judged_at_5", "judged_at_10", "judged_at_20",
 )  # fmt: skip
 
 
@@ -290,6 +291,16 @@ def r_precision(r: RankedJudgments, k: None = None) -> np.ndarray:
     return _divide(np.bincount(query[at_r], minlength=r.n_queries), r.n_relevant)
 
 
+def judged(r: RankedJudgments, k: int) -> np.ndarray:
+    """|top-k ∩ J| / min(k, |run|), J every judged document (any grade, 0 included): the share of
+    the documents a reader sees that someone judged. Below 1 the other metrics count unjudged
+    documents as irrelevant, so a better system may score worse (a hole to pool and label).
+    Unlike ir_measures' Judged@k (/ k), a short ranking is not penalised; NaN for an empty one."""
+    shown = np.minimum(r.n_retrieved, k).astype(float)
+    counted = _sum_within(r.hit_query, r.hit_rank, k, None, r.n_queries)
+    return np.divide(counted, shown, out=np.full(r.n_queries, np.nan), where=shown > 0)
+
+
 # ---------------------------------------------------------------- names
 
 
@@ -307,6 +318,7 @@ FAMILIES: dict[str, Family] = {
     "ndcg": Family(ndcg, "optional"),
     "map": Family(average_precision, "optional"),
     "r_precision": Family(r_precision, "none"),
+    "judged": Family(judged, "required"),
 }
 
 _NAME = re.compile(r"(?P<family>[a-z_]+?)(?:_at_(?P<k>-?\d+))?")
@@ -409,7 +421,9 @@ def type_means(
 
 
 def _mean(values: np.ndarray) -> float:
-    return float(values.mean()) if len(values) else float("nan")
+    """The mean of the defined values (judged_at_k is undefined for an empty result); NaN if none."""
+    defined = values[~np.isnan(values)]
+    return float(defined.mean()) if len(defined) else float("nan")
 
 
 def warn_unknown_queries(run_name: str, golden_source: str, unknown: Sequence[str]) -> None:
