@@ -27,6 +27,7 @@ def test_minilm_embeds_unit_vectors_that_rank_the_paraphrase_first(embedder):
 def test_truncated_share_counts_texts_longer_than_the_model_reads(embedder):
     short, long = "annual leave", " ".join(["leave"] * 300)  # 2 and 300 tokens, plus [CLS] and [SEP]
     assert embedder.truncated_share([short, long, long, short]) == 0.5
+    assert embedder.truncated_share([short, long, long, short], block=3) == 0.5  # counted over blocks
     exactly = " ".join(["leave"] * 254)  # 256 with [CLS] and [SEP]: read whole
     assert embedder.truncated_share([exactly]) == 0.0 and embedder.truncated_share([exactly + " leave"]) == 1.0
 

@@ -7,6 +7,10 @@ network inside its model config:
     embedder: {_target_: sweep.embed.SentenceTransformerEmbedder, path: null}
     index: ${index}
     cache: {_target_: sweep.embed.EmbeddingCache, folder: ${cache_dir}}
+    embed: {_target_: sweep.embed.CorpusEmbedding, shard_size: 1024, backend: local}
+
+The corpus is embedded shard by shard (`CorpusEmbedding`: here or on a Ray cluster), each shard
+cached as it finishes; `embed/cache_hit` is the share of chunks whose vectors came from the cache.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sweep.embed import EmbeddingCache, SentenceTransformerEmbedder
+from sweep.embed import CorpusEmbedding, EmbeddingCache, SentenceTransformerEmbedder
 from sweep.index import FaissIndex
 from sweep.retriever import Retriever
 
@@ -26,9 +30,14 @@ log = logging.getLogger(__name__)
 
 class DenseRetriever(Retriever):
     def __init__(
-        self, embedder: SentenceTransformerEmbedder, index: FaissIndex, cache: EmbeddingCache | None = None
+        self,
+        embedder: SentenceTransformerEmbedder,
+        index: FaissIndex,
+        cache: EmbeddingCache | None = None,
+        embed: CorpusEmbedding | None = None,
     ) -> None:
         self.embedder, self.index, self.cache = embedder, index, cache
+        self.embed = embed or CorpusEmbedding()
         self._stats: dict[str, float] = {}
         self._queries: dict[str, np.ndarray] = {}  # question text -> its vector, from prepare_queries
 
@@ -36,15 +45,7 @@ class DenseRetriever(Retriever):
         start = time.perf_counter()
         self.embedder.load()  # now, so neither embedding nor the first search pays for it
         loaded = time.perf_counter()
-        cache_hit = False
-
-        def compute() -> np.ndarray:
-            return self.embedder.encode_documents(texts, progress=True)
-
-        if self.cache is None:
-            vectors = compute()
-        else:
-            vectors, cache_hit = self.cache.get_or_compute(self.cache.key(self.embedder.identity, texts), compute)
+        vectors, cached_share = self.embed.embed(self.embedder, texts, self.cache)
         embedded = time.perf_counter()
         self.index.build(vectors)
         indexed = time.perf_counter()
@@ -58,7 +59,7 @@ class DenseRetriever(Retriever):
             "time/model_load_s": loaded - start,
             "time/embed_s": embedded - loaded,
             "time/index_s": indexed - embedded,
-            "embed/cache_hit": float(cache_hit),
+            "embed/cache_hit": cached_share,
             "index/bytes": float(self.index.nbytes),
             "corpus/truncated_share": truncated,
         }
