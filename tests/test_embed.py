@@ -32,7 +32,7 @@ def test_truncated_share_counts_texts_longer_than_the_model_reads(embedder):
     assert embedder.truncated_share([exactly]) == 0.0 and embedder.truncated_share([exactly + " leave"]) == 1.0
 
 
-def test_cache_computes_once_and_keys_on_content(tmp_path, embedder):
+def test_cache_keys_on_content_and_gives_back_what_it_stored(tmp_path, embedder):
     cache = EmbeddingCache(tmp_path)
     texts = ["alpha", "beta"]
     key = cache.key(embedder.identity, texts)
@@ -40,16 +40,11 @@ def test_cache_computes_once_and_keys_on_content(tmp_path, embedder):
     assert key != cache.key(embedder.identity | {"document_prefix": "passage: "}, texts)
     assert key != cache.key(embedder.identity, ["alpha", "beta!"])
     assert key != cache.key(embedder.identity, ["alph", "abeta"])  # texts are delimited, not just joined
-    calls = []
-
-    def compute():
-        calls.append(1)
-        return embedder.encode_documents(texts)
-
-    first, hit_first = cache.get_or_compute(key, compute)
-    second, hit_second = cache.get_or_compute(key, compute)
-    assert (hit_first, hit_second) == (False, True) and len(calls) == 1
-    np.testing.assert_array_equal(first, second)
+    vectors = embedder.encode_documents(texts)
+    assert cache.get(key) is None
+    cache.put(key, vectors)
+    np.testing.assert_array_equal(cache.get(key), vectors)
+    assert cache.get(cache.key(embedder.identity, texts[:1])) is None
 
 
 def test_a_folder_that_is_not_a_model_is_a_clear_error(tmp_path):

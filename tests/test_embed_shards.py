@@ -109,7 +109,7 @@ def test_sharded_vectors_equal_one_piece_and_every_shard_is_a_cache_entry(tmp_pa
 
 def test_a_whole_corpus_entry_written_before_shards_is_still_read(tmp_path, embedder, reference, monkeypatch):
     cache = EmbeddingCache(tmp_path)
-    cache.put(cache.key(embedder.identity, TEXTS), reference)  # what get_or_compute stored for a corpus
+    cache.put(cache.key(embedder.identity, TEXTS), reference)  # the one entry a corpus had before shards
     calls = counting(embedder, monkeypatch)
     vectors, cached = CorpusEmbedding(shard_size=SHARD).embed(embedder, TEXTS, cache)
     assert cached == 1.0 and calls == [] and np.array_equal(vectors, reference)

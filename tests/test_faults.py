@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ import pytest
 from conftest import compose_config, runs_in, sweep, sweep_command
 from sweep.cli import preflight
 from sweep.corpus import load_corpus
-from sweep.embed import EmbeddingCache
+from sweep.embed import EmbeddingCache, _umask
 from sweep.errors import InputError
 from sweep.golden import load_golden
 from sweep.runs import Run
@@ -296,13 +297,10 @@ def test_the_evaluate_report_of_a_50_mb_question_is_quick(tmp_path, huge_questio
 VECTORS = np.random.default_rng(7).normal(size=(40, 8)).astype(np.float32)
 
 
-def fresh() -> np.ndarray:
-    return VECTORS.copy()
-
-
 def stored(tmp_path: Path) -> tuple[EmbeddingCache, Path]:
     cache = EmbeddingCache(tmp_path / "cache")
-    assert cache.get_or_compute("k", fresh)[1] is False
+    assert cache.get("k") is None
+    cache.put("k", VECTORS)
     return cache, tmp_path / "cache" / "k.npz"
 
 
@@ -335,21 +333,21 @@ def test_a_damaged_cache_entry_is_reported_and_recomputed(tmp_path, caplog, dama
     cache, path = stored(tmp_path)
     damage(path)
     with caplog.at_level(logging.WARNING, logger="sweep.embed"):
-        vectors, hit = cache.get_or_compute("k", fresh)
-    assert not hit and np.array_equal(vectors, VECTORS)
+        assert cache.get("k") is None
     [warning] = [r.getMessage() for r in caplog.records]
     assert warning.startswith(f"{path}: damaged embedding cache entry ({problem}") and warning.endswith(
         "recomputing it"
     )
-    assert np.array_equal(cache.get_or_compute("k", fresh)[0], VECTORS) and cache.get_or_compute("k", fresh)[1]
+    cache.put("k", VECTORS)  # what the embedding does next
+    assert np.array_equal(cache.get("k"), VECTORS)
 
 
 def test_an_entry_copied_under_another_key_is_not_believed(tmp_path, caplog):
     cache, path = stored(tmp_path)
     path.with_name("k2.npz").write_bytes(path.read_bytes())
     with caplog.at_level(logging.WARNING, logger="sweep.embed"):
-        vectors, hit = cache.get_or_compute("k2", lambda: VECTORS * 2)
-    assert not hit and np.array_equal(vectors, VECTORS * 2) and "stored key does not match" in caplog.text
+        assert cache.get("k2") is None
+    assert "stored key does not match" in caplog.text
 
 
 def test_writes_are_atomic_and_a_failed_write_loses_nothing_computed(tmp_path, caplog):
@@ -357,8 +355,26 @@ def test_writes_are_atomic_and_a_failed_write_loses_nothing_computed(tmp_path, c
     assert [p.name for p in path.parent.iterdir()] == ["k.npz"]  # no temporary file left behind
     unwritable = EmbeddingCache("/proc/golden-sweep-cache")  # /proc takes no new folders, even from root
     with caplog.at_level(logging.WARNING, logger="sweep.embed"):
-        vectors, hit = unwritable.get_or_compute("k", fresh)
-    assert not hit and np.array_equal(vectors, VECTORS) and "could not store the embeddings" in caplog.text
+        unwritable.put("k", VECTORS)  # no exception: the run goes on with the vectors it computed
+    assert unwritable.get("k") is None and "could not store the embeddings" in caplog.text
+
+
+def test_entries_take_the_umask_and_abandoned_temporary_files_go(tmp_path):
+    previous = os.umask(0o027)
+    try:
+        _umask.cache_clear()
+        _, path = stored(tmp_path)
+    finally:
+        os.umask(previous)
+        _umask.cache_clear()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640  # readable by the group that shares the cache
+    old, recent = path.parent / ".k.abc.partial", path.parent / ".k.def.partial"  # a killed writer's, a live one's
+    for partial in (old, recent):
+        partial.write_bytes(b"half an entry")
+    hours_ago = time.time() - EmbeddingCache.ABANDONED_AFTER_S - 60
+    os.utime(old, (hours_ago, hours_ago))
+    EmbeddingCache(path.parent)
+    assert sorted(p.name for p in path.parent.iterdir()) == [recent.name, "k.npz"]
 
 
 @pytest.mark.parametrize("kind", ["file", "file above"])
@@ -389,7 +405,8 @@ def test_a_cache_dir_that_is_a_file_fails_before_embedding(tmp_path, small_kb_fi
     args, env = sweep_command(tmp_path, small_kb_files, "chunk=0", env={"SWEEP_CACHE_DIR": str(tmp_path / "blocker")})
     args = [a for a in args if not a.startswith("cache_dir=")]  # the environment variable decides
     result = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 2 and "Batches" not in result.stderr  # nothing was embedded
+    assert result.returncode == 2
+    assert not (tmp_path / "mlflow.db").exists()  # refused by the preflight: no run started, nothing embedded
     message = f"cache_dir={tmp_path / 'blocker'}: {tmp_path / 'blocker'} is a file, not a folder"
     assert one_error_line(result.stderr).startswith(message)
 

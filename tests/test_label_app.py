@@ -120,9 +120,14 @@ def server(data) -> Iterator[Server]:
 
 
 def wait_for(condition, timeout: float = 20, what: str = "condition"):
+    from selenium.common.exceptions import StaleElementReferenceException
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        value = condition()
+        try:
+            value = condition()
+        except StaleElementReferenceException:  # the page re-rendered what was being read: read again
+            value = None
         if value:
             return value
         time.sleep(0.05)
@@ -217,8 +222,12 @@ def test_label_in_a_browser_then_kill_it_while_it_saves(browser, data, server):
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#question-list li[data-qid='q002']"), what="reload")
     by_css(By.CSS_SELECTOR, f"#question-list li[data-qid='{POOLED}'] button").click()
     wait_for(lambda: by_css(By.ID, "qid").text == POOLED)
-    active = {doc: by_css(By.CSS_SELECTOR, card.format(doc) + " .grades button.active").text for doc in data.pooled[:3]}
-    assert active == {data.pooled[0]: "2", data.pooled[1]: "1", data.pooled[2]: "0"}
+    expected = {data.pooled[0]: "2", data.pooled[1]: "1", data.pooled[2]: "0"}
+
+    def active() -> dict[str, str]:  # the grade buttons shown as chosen (the cards render as documents load)
+        return {doc: by_css(By.CSS_SELECTOR, card.format(doc) + " .grades button.active").text for doc in expected}
+
+    wait_for(lambda: active() == expected, what=f"the grades {expected} shown after the reload")
     by_css(By.CSS_SELECTOR, "#question-list li[data-qid='q002'] button").click()
     wait_for(lambda: by_css(By.ID, "qid").text == "q002" and by_css(By.ID, "unanswerable").is_selected())
 

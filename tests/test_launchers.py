@@ -247,6 +247,43 @@ def test_joblib_sweep_logs_to_a_tracking_server_on_postgresql(tmp_path, small_kb
         assert cursor.fetchone() == (5,)  # the runs are in PostgreSQL itself
 
 
+LOG_THE_GOLDEN_SET = """
+import sys, time
+import mlflow
+from sweep import tracking
+from sweep.corpus import load_corpus
+from sweep.golden import load_golden
+folder, experiment_id, start_at = sys.argv[1], sys.argv[2], float(sys.argv[3])
+corpus = load_corpus(f"{folder}/corpus.jsonl")
+golden = load_golden(f"{folder}/golden.jsonl", corpus, warn=False)
+with mlflow.start_run(experiment_id=experiment_id):
+    time.sleep(max(0.0, start_at - time.time()))
+    tracking.log_golden_input(golden, corpus)
+"""
+
+
+@pytest.mark.slow
+def test_workers_logging_the_golden_set_at_the_same_moment_on_postgresql(small_kb_files, tracking_server, postgres):
+    """MLflow looks for the dataset, then inserts it: workers that log the same golden set at once
+    all insert, and PostgreSQL refuses all but one. Each worker's run still gets its input."""
+    psycopg2 = pytest.importorskip("psycopg2", reason="pip install 'golden-sweep[scale]'")
+    env = os.environ | {"MLFLOW_TRACKING_URI": tracking_server}
+    experiment_id = mlflow.MlflowClient(tracking_server).create_experiment("at the same moment")
+    start_at = str(time.time() + 15)  # after every worker has imported and started its run
+    workers = [
+        subprocess.Popen([sys.executable, "-c", LOG_THE_GOLDEN_SET, str(small_kb_files), experiment_id, start_at], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(6)
+    ]  # fmt: skip
+    said = [worker.communicate(timeout=120)[0] for worker in workers]
+    assert [worker.returncode for worker in workers] == [0] * 6, "\n".join(said)[-3000:]
+    with psycopg2.connect(postgres) as database, database.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM datasets")
+        assert cursor.fetchone() == (1,)
+        cursor.execute("SELECT count(DISTINCT destination_id) FROM inputs WHERE destination_type = 'RUN'")
+        assert cursor.fetchone() == (6,)
+
+
 def test_a_long_run_name_is_cut_to_what_postgresql_takes():
     overrides = "chunk=64 golden.path=/" + "deep/" * 60 + "golden.jsonl"
     assert len(run_name(overrides)) == MAX_RUN_NAME and run_name(overrides).endswith("…")

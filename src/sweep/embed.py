@@ -10,12 +10,14 @@ holds one shard per worker besides the corpus's matrix.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -125,8 +127,13 @@ class SentenceTransformerEmbedder:
 class EmbeddingCache:
     """`<folder>/<key>.npz`: the vectors, stored with their key, shape, dtype and sha256, all checked
     on every read. A damaged entry is reported (a warning naming the file) and recomputed; writes
-    are atomic (a temporary file, flushed to disk, renamed), so a crash never leaves half an entry.
-    A folder that cannot hold the cache is an error when the cache is made, before any embedding."""
+    are atomic (a temporary file, flushed to disk, renamed), so a crash never leaves half an entry;
+    the temporary files of writers killed before their rename are removed once they are
+    `ABANDONED_AFTER_S` old (a write takes well under a second). Entries get the permissions the
+    umask gives a new file, as any other, so a cache folder can be shared. A folder that cannot
+    hold the cache is an error when the cache is made, before any embedding."""
+
+    ABANDONED_AFTER_S = 3600
 
     def __init__(self, folder: Annotated[str | Path, NonEmpty()]) -> None:
         self.folder = Path(folder)
@@ -137,6 +144,12 @@ class EmbeddingCache:
             )
         if not os.access(existing, os.W_OK | os.X_OK):
             raise InputError(f"cache_dir={folder}: {existing} is not writable (set cache_dir or SWEEP_CACHE_DIR)")
+        if self.folder.is_dir():
+            now = time.time()
+            for temporary in self.folder.glob(".*.partial"):
+                with contextlib.suppress(OSError):  # another process may remove it first
+                    if now - temporary.stat().st_mtime > self.ABANDONED_AFTER_S:
+                        temporary.unlink()
 
     @staticmethod
     def key(model: dict[str, Any], texts: Sequence[str]) -> str:
@@ -156,17 +169,6 @@ class EmbeddingCache:
     def put(self, key: str, vectors: np.ndarray) -> None:
         """Store an entry (atomically; a failure to store is a warning, not an error)."""
         self._write(self.folder / f"{key}.npz", key, vectors)
-
-    def get_or_compute(self, key: str, compute: Callable[[], np.ndarray]) -> tuple[np.ndarray, bool]:
-        """The cached vectors (and True), or compute, store and return them (and False)."""
-        path = self.folder / f"{key}.npz"
-        if path.exists():
-            vectors = self._read(path, key)
-            if vectors is not None:
-                return vectors, True
-        vectors = compute()
-        self._write(path, key, vectors)
-        return vectors, False
 
     def _read(self, path: Path, key: str) -> np.ndarray | None:
         """The entry's vectors if every check passes; None (and a warning) if it is damaged."""
@@ -198,6 +200,7 @@ class EmbeddingCache:
                 dir=self.folder, prefix=f".{key}.", suffix=".partial", delete=False
             ) as handle:
                 temporary = Path(handle.name)
+                os.fchmod(handle.fileno(), 0o666 & ~_umask())  # mkstemp's 0600 would keep the cache private
                 np.savez(handle, vectors=vectors, meta=np.array(json.dumps(meta)))
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -337,6 +340,14 @@ class ShardWorker:
 
     def encode(self, n: int, texts: Sequence[str]) -> tuple[int, np.ndarray]:
         return n, self.embedder.encode_documents(texts)
+
+
+@lru_cache(maxsize=1)
+def _umask() -> int:
+    """This process's umask (read by setting it, so once, and set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _sha256(vectors: np.ndarray) -> str:

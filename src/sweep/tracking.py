@@ -26,6 +26,7 @@ import socket
 import sqlite3
 import subprocess
 import tempfile
+import time
 import urllib.request
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -698,7 +699,19 @@ def data_digests(golden: GoldenSet, corpus: Corpus) -> dict[str, str]:
 def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
     """The golden set as an MLflow dataset (digest included), plus data digests as tags."""
     dataset = golden_dataset(golden)
-    mlflow.log_input(dataset, context="golden")
+    for attempt in range(3):
+        try:
+            mlflow.log_input(dataset, context="golden")
+            break
+        except mlflow.exceptions.MlflowException as error:
+            # Workers of one sweep log the same dataset at once; MLflow checks that it exists, then
+            # inserts it, so on PostgreSQL all but one insert are refused (the transaction rolls back).
+            # Tried again, the dataset is there and only the link to this run is written.
+            if attempt == 2 or not any(
+                clash in str(error) for clash in ("dataset_pk", "UNIQUE constraint failed: datasets")
+            ):
+                raise
+            time.sleep(0.2 * (attempt + 1))
     mlflow.set_tags(
         {
             "data.golden_digest": dataset.digest,
