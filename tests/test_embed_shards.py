@@ -27,7 +27,7 @@ LONGEST_FIRST = sorted(range(len(TEXTS)), key=lambda i: -len(TEXTS[i]))  # ties 
 SHARDS = [[TEXTS[i] for i in LONGEST_FIRST[start : start + SHARD]] for start in range(0, len(TEXTS), SHARD)]
 
 # Embeds TEXTS (argv[1]) into the cache folder argv[2] in shards of argv[3] chunks and saves the
-# vectors to argv[4]. With argv[5] = "slowly", it pauses after each shard so that a kill lands
+# vectors to argv[4], printing the share read from the cache. With argv[5] = "slowly", it pauses after each shard so that a kill lands
 # mid-embedding; with argv[5] = a folder, it writes ready-<pid> there and starts once "go" appears.
 CHILD = """
 import json, os, sys, time
@@ -50,8 +50,9 @@ else:
     (barrier / f"ready-{os.getpid()}").touch()
     while not (barrier / "go").exists():
         time.sleep(0.01)
-vectors, _ = CorpusEmbedding(shard_size=int(sys.argv[3])).embed(embedder, texts, EmbeddingCache(sys.argv[2]))
+vectors, cached = CorpusEmbedding(shard_size=int(sys.argv[3])).embed(embedder, texts, EmbeddingCache(sys.argv[2]))
 np.save(sys.argv[4], vectors)
+print(cached)
 """
 
 
@@ -156,7 +157,10 @@ def test_two_processes_embedding_one_corpus_into_one_cache_at_once_leave_it_soun
         assert process.wait(timeout=300) == 0, process.stderr.read()[-3000:]
     for n in range(2):
         np.testing.assert_allclose(np.load(tmp_path / f"vectors-{n}.npy"), reference, atol=1e-6)
-    assert sorted(os.listdir(folder)) == sorted(shard_files(embedder))  # no temporary file left over
+    # every shard embedded once: what one process embedded, the other waited for and read
+    assert sum(float(process.stdout.read()) for process in processes) == pytest.approx(1.0)
+    locks = [f".{name.removesuffix('.npz')}.lock" for name in shard_files(embedder)]
+    assert sorted(os.listdir(folder)) == sorted(shard_files(embedder) + locks)  # no temporary file left over
     cache = EmbeddingCache(folder)
     for shard in SHARDS:
         stored = cache.get(cache.key(embedder.identity, shard))

@@ -377,6 +377,46 @@ def test_entries_take_the_umask_and_abandoned_temporary_files_go(tmp_path):
     assert sorted(p.name for p in path.parent.iterdir()) == [recent.name, "k.npz"]
 
 
+HOLD_A_CLAIM = """
+import sys, time
+import numpy as np
+from sweep.embed import EmbeddingCache
+cache = EmbeddingCache(sys.argv[1])
+with cache.claimed("k"):
+    print("claimed", flush=True)
+    time.sleep(float(sys.argv[2]))
+    cache.put("k", np.ones((3, 4), dtype=np.float32))
+time.sleep(60)
+"""
+
+
+def holding_a_claim(folder: Path, seconds: float) -> subprocess.Popen:
+    """Another process that claims the entry "k", stores it after `seconds`, then lets go."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_A_CLAIM, str(folder), str(seconds)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert holder.stdout.readline() == "claimed\n"
+    return holder
+
+
+def test_a_claimed_entry_is_waited_for_not_computed_twice(tmp_path):
+    holder = holding_a_claim(tmp_path, 1.5)
+    try:
+        cache = EmbeddingCache(tmp_path)
+        assert cache.get("k") is None  # being computed elsewhere
+        with cache.claimed("k"):
+            assert np.array_equal(cache.get("k"), np.ones((3, 4)))  # there once the claim is ours
+    finally:
+        holder.kill()
+
+
+def test_a_claim_dies_with_its_process(tmp_path):
+    holder = holding_a_claim(tmp_path, 600)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    cache = EmbeddingCache(tmp_path)
+    with cache.claimed("k"):  # not waiting for the dead: the kernel dropped its lock
+        assert cache.get("k") is None
+
+
 @pytest.mark.parametrize("kind", ["file", "file above"])
 def test_a_cache_folder_that_cannot_be_one_is_an_error_when_made(tmp_path, kind):
     blocker = tmp_path / "blocker"

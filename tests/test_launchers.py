@@ -76,14 +76,19 @@ def test_joblib_workers_run_the_sweep_and_share_the_embedding_cache(tmp_path, sm
     assert "database is locked" not in said and "damaged embedding cache entry" not in said
     parent, children = one_sweep(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path)
     assert len(ran_in_workers(parent, children)) == 2
-    # the two combinations of chunk=64 ran at once in two workers, each embedding the same texts
+    # the two combinations of chunk=64 ran at once in two workers: one embedded the texts, the
+    # other waited for its claim on them and read them from the cache
     first, second = sorted((c for c in children if c.data.params["chunk"] == "64"), key=lambda c: c.info.start_time)
     assert second.info.start_time < first.info.end_time
     assert first.data.tags["sweep.pid"] != second.data.tags["sweep.pid"]
-    # and the cache holds one intact entry per chunk size, no temporary file left behind
+    assert sorted(c.data.metrics["embed/cache_hit"] for c in (first, second)) == [0.0, 1.0]
+    # and the cache holds one intact entry per chunk size (and its lock file), no temporary file
     cache = EmbeddingCache(tmp_path / "cache")
-    entries = sorted((tmp_path / "cache").iterdir())
-    assert len(entries) == 2 and all(e.suffix == ".npz" and cache.get(e.stem) is not None for e in entries)
+    entries = sorted((tmp_path / "cache").glob("*.npz"))
+    assert len(entries) == 2 and all(cache.get(e.stem) is not None for e in entries)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p not in entries) == sorted(
+        f".{e.stem}.lock" for e in entries
+    )
 
 
 @pytest.fixture

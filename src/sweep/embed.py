@@ -11,6 +11,7 @@ holds one shard per worker besides the corpus's matrix.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -128,8 +129,9 @@ class EmbeddingCache:
     """`<folder>/<key>.npz`: the vectors, stored with their key, shape, dtype and sha256, all checked
     on every read. A damaged entry is reported (a warning naming the file) and recomputed; writes
     are atomic (a temporary file, flushed to disk, renamed), so a crash never leaves half an entry;
-    the temporary files of writers killed before their rename are removed once they are
-    `ABANDONED_AFTER_S` old (a write takes well under a second). Entries get the permissions the
+    the temporary files of writers killed before their rename, and the lock files of `claimed`, are
+    removed once they are `ABANDONED_AFTER_S` old (a write takes well under a second, a shard
+    seconds to minutes). Entries get the permissions the
     umask gives a new file, as any other, so a cache folder can be shared. A folder that cannot
     hold the cache is an error when the cache is made, before any embedding."""
 
@@ -146,7 +148,7 @@ class EmbeddingCache:
             raise InputError(f"cache_dir={folder}: {existing} is not writable (set cache_dir or SWEEP_CACHE_DIR)")
         if self.folder.is_dir():
             now = time.time()
-            for temporary in self.folder.glob(".*.partial"):
+            for temporary in [*self.folder.glob(".*.partial"), *self.folder.glob(".*.lock")]:
                 with contextlib.suppress(OSError):  # another process may remove it first
                     if now - temporary.stat().st_mtime > self.ABANDONED_AFTER_S:
                         temporary.unlink()
@@ -169,6 +171,27 @@ class EmbeddingCache:
     def put(self, key: str, vectors: np.ndarray) -> None:
         """Store an entry (atomically; a failure to store is a warning, not an error)."""
         self._write(self.folder / f"{key}.npz", key, vectors)
+
+    @contextlib.contextmanager
+    def claimed(self, key: str) -> Iterator[None]:
+        """Hold the entry `key` for computing it: another process claiming it waits until this one
+        lets go (by then the entry is usually stored), so two workers never embed the same texts at
+        once. An exclusive `flock` on `.<key>.lock`, released however the holder ends, even by kill
+        -9; where no lock can be taken (a read-only folder, a filesystem without locks), nothing
+        waits: the worst case is the work done twice, never a damaged entry."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            handle = (self.folder / f".{key}.lock").open("a")
+            os.utime(handle.fileno())  # in use: not abandoned, whatever its age
+        except OSError:
+            yield
+            return
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            except OSError:
+                pass
+            yield  # the lock goes with the file's closing
 
     def _read(self, path: Path, key: str) -> np.ndarray | None:
         """The entry's vectors if every check passes; None (and a warning) if it is damaged."""
@@ -230,7 +253,9 @@ class CorpusEmbedding:
     in, so their batches are the ones one encode of the whole corpus would make: sharding adds no
     padding (consecutive chunks would, e.g. 2% more tokens on SciFact's abstracts in shards of 1024).
 
-    `backend="local"` embeds the shards one after another in this process; `"ray"` spreads them
+    `backend="local"` embeds the shards one after another in this process, each under its claim
+    (`EmbeddingCache.claimed`): a worker of the same sweep that needs a shard another is embedding
+    waits for it and reads it from the cache instead of embedding it too. `"ray"` spreads them
     over a Ray cluster (`address`: "auto" or "ray://host:10001"; null: RAY_ADDRESS, a running
     local cluster, else a new local one; a process already connected, e.g. under
     hydra/launcher=ray, stays on its cluster): `workers` actors of `cpus_per_worker` CPUs each
@@ -282,19 +307,36 @@ class CorpusEmbedding:
                 missing.append(shard)
         cached = len(texts) - sum(len(shard.texts) for shard in missing)
         with tqdm(total=len(texts), initial=cached, desc="embedding", unit="chunk", disable=None) as bar:
-            computed = self._on_ray(embedder, missing) if self.backend == "ray" else self._here(embedder, missing)
-            for shard, vectors in computed:
-                if cache is not None:
-                    cache.put(shard.key, vectors)
+            if self.backend == "ray":
+                computed = ((shard, vectors, False) for shard, vectors in self._on_ray(embedder, missing))
+            else:
+                computed = self._here(embedder, missing, cache)
+            for shard, vectors, stored_meanwhile in computed:
+                if stored_meanwhile:
+                    cached += len(shard.texts)
+                elif cache is not None:
+                    cache.put(shard.key, vectors)  # under the shard's claim, on the local path
                 place(shard, vectors)
                 bar.update(len(shard.texts))
         assert matrix is not None  # every shard was placed, and there is at least one
         return matrix, cached / len(texts)
 
     @staticmethod
-    def _here(embedder: SentenceTransformerEmbedder, shards: list[Shard]) -> Iterator[tuple[Shard, np.ndarray]]:
+    def _here(
+        embedder: SentenceTransformerEmbedder, shards: list[Shard], cache: EmbeddingCache | None
+    ) -> Iterator[tuple[Shard, np.ndarray, bool]]:
+        """(shard, its vectors, whether another process stored them while this one waited for its
+        claim); each yielded with the claim held, so the caller stores the vectors under it."""
         for shard in shards:
-            yield shard, embedder.encode_documents(shard.texts)
+            if cache is None:
+                yield shard, embedder.encode_documents(shard.texts), False
+                continue
+            with cache.claimed(shard.key):
+                stored = cache.get(shard.key)
+                if stored is not None:
+                    yield shard, stored, True
+                else:
+                    yield shard, embedder.encode_documents(shard.texts), False
 
     def _on_ray(self, embedder: SentenceTransformerEmbedder, shards: list[Shard]) -> Iterator[tuple[Shard, np.ndarray]]:
         """Each shard as a Ray worker finishes it, in any order; at most one shard per worker in flight."""
