@@ -1,6 +1,6 @@
 """Benchmark: what scale costs. Issue 12, item 5.
 
-    python bench/scale.py                      # (a), (b) and (c), about 40 minutes on 2 cores
+    python bench/scale.py                      # (a), (b) and (c), about 14 minutes on 2 cores
     python bench/scale.py --part a             # the SciFact run against a bare encode, about 7 minutes
     python bench/scale.py --part b --sizes 100000
     python bench/scale.py --part c             # the 2x2 sweep with and without joblib workers
@@ -21,9 +21,9 @@
     matrix, then normalized: real sentence embeddings are concentrated on far fewer dimensions than
     they have, and uniform vectors on the 384-d sphere (all nearly equidistant) would make every
     approximate index look worse than it is on text. Queries are fresh draws from the same source.
-(c) The card's 2x2 sweep (`-m index=flat,hnsw chunk=256,512`, the order the README recommends for
-    workers: the first two jobs embed different chunk sizes) on the bundled set, in the sweep's own
-    process and with 1 and 2 joblib workers, each with an empty and with a warm embedding cache.
+(c) The card's 2x2 sweep (`-m index=flat,hnsw chunk=256,512`: Hydra varies the last override
+    fastest, so the first two jobs embed different chunk sizes) on the bundled set, in the sweep's
+    own process and with 1 and 2 joblib workers, each with an empty and with a warm embedding cache.
 
 Indexes build single-threaded (sweep.index), so builds are reproducible and slow. (b) searches
 single-threaded too: on this 2-core machine, shared with other work, FAISS's two OpenMP threads
