@@ -84,7 +84,8 @@ class Pipeline:
         self.reranker.build(texts)
         rerank_build_s, rerank_s = time.perf_counter() - start, 0.0
 
-        self.retriever.prepare_queries([question.question for question in golden])  # batched, before the clock
+        # batched, before the clock; what one question alone would have cost is added to each latency
+        encode_ms = self.retriever.prepare_queries([question.question for question in golden]) or 0.0
         rankings: dict[str, list[tuple[str, float]]] = {}
         contexts: dict[str, list[tuple[int, float]]] = {}
         latencies: list[float] = []
@@ -112,8 +113,8 @@ class Pipeline:
             "time/build_s": build_s,  # the retriever's whole build; it reports its own parts
             "time/search_s": sum(latencies) / 1000 - rerank_s,
             "time/rerank_s": rerank_build_s + rerank_s,
-            "latency/search_ms_p50": float(np.percentile(latencies, 50)),
-            "latency/search_ms_p95": float(np.percentile(latencies, 95)),
+            "latency/search_ms_p50": encode_ms + float(np.percentile(latencies, 50)),
+            "latency/search_ms_p95": encode_ms + float(np.percentile(latencies, 95)),
             "corpus/chunks": float(len(chunks)),
         }
         return Retrieval(Run.from_ranked(rankings, name), chunks, stats, contexts)

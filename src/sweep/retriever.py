@@ -28,8 +28,12 @@ class Retriever(ABC):
         last hit. `allowed`: sorted chunk ids the hits must come from; `exact`: score every allowed
         chunk rather than trust an approximate index."""
 
-    def prepare_queries(self, queries: Sequence[str]) -> None:  # noqa: B027 (optional: lexical models need nothing)
-        """Every question, once, before the searches: a model may encode them all in one batch."""
+    def prepare_queries(self, queries: Sequence[str]) -> float:
+        """Every question, once, before the searches: a model may encode them all in one batch.
+        Returns what preparing one question costs when it comes alone, as in a live system, in
+        milliseconds (0: nothing to prepare, as for lexical models, whose searches do it all);
+        the pipeline adds it to each question's latency."""
+        return 0.0
 
     def stats(self) -> dict[str, float]:
         """What building and searching cost and produced (seconds, bytes, shares), logged as MLflow
