@@ -127,7 +127,7 @@ class SentenceTransformerEmbedder:
 
 class EmbeddingCache:
     """`<folder>/<key>.npz`: the vectors, stored with their key, shape, dtype and sha256, all checked
-    on every read. A damaged entry is reported (a warning naming the file) and recomputed; writes
+    on every read. A damaged entry is reported (a warning naming the file), removed and recomputed; writes
     are atomic (a temporary file, flushed to disk, renamed), so a crash never leaves half an entry;
     the temporary files of writers killed before their rename, and the lock files of `claimed`, are
     removed once they are `ABANDONED_AFTER_S` old (a write takes well under a second, a shard
@@ -212,6 +212,8 @@ class EmbeddingCache:
                 return vectors
             problem = f"stored {', '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not match"
         log.warning("%s: damaged embedding cache entry (%s); recomputing it", path, problem)
+        with contextlib.suppress(OSError):  # so that the entry is read (and reported) once, not again under a claim
+            path.unlink()
         return None
 
     def _write(self, path: Path, key: str, vectors: np.ndarray) -> None:
