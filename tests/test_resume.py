@@ -25,6 +25,7 @@ from sweep.tracking import (
     job_environment,
     process_tags,
     resumable_sweep,
+    sweep_children,
 )
 from sweep.trial import combination_digest
 
@@ -49,7 +50,7 @@ def leaderboard(client: mlflow.MlflowClient, parent_id: str, where: Path) -> lis
 
 
 @pytest.mark.slow
-def test_a_sweep_killed_in_its_third_combination_resumes_under_the_same_parent(tmp_path, small_kb_files):
+def test_a_sweep_killed_in_its_third_combination_resumes_under_the_same_parent(tmp_path, small_kb_files, monkeypatch):
     killed, whole = tmp_path / "killed", tmp_path / "whole"
     killed.mkdir()
     whole.mkdir()
@@ -91,6 +92,10 @@ def test_a_sweep_killed_in_its_third_combination_resumes_under_the_same_parent(t
     assert all("resume" not in c.info.run_name and "resume" not in c.data.params for c in finished)  # resumed or not
     rows = leaderboard(client, parent_id, tmp_path)
     assert len(rows) == 4 and {row["status"] for row in rows} == {"FINISHED"}  # the KILLED try is not a row
+    monkeypatch.setenv(
+        "MLFLOW_TRACKING_URI", store
+    )  # what compare, pool and best read as the sweep's runs: not it either
+    assert sorted(c.run_id for c in sweep_children(parent_id)) == sorted(c.info.run_id for c in finished)
 
     uninterrupted = sweep(whole, small_kb_files, *SWEEP)
     assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]

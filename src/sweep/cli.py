@@ -38,6 +38,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra._internal.utils import get_args_parser
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Quote, QuotedString
 from hydra.errors import HydraException, MissingConfigException
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
@@ -56,14 +57,13 @@ from sweep.errors import (
     report_bad_input,
 )
 from sweep.report import default_console, print_calibration, print_evaluation, print_leaderboard, print_lines
-from sweep.settings import unknown_key
-from sweep.trial import Trial, build_pipeline, check_settings, run_trial
+from sweep.settings import override_key, unknown_key
+from sweep.trial import RESUME, Trial, build_pipeline, check_settings, run_trial
 
 log = logging.getLogger("sweep")
 CONSOLE = default_console()
 EXIT_FAILED = 1  # a sweep in which some combination failed, or that could not open its parent run
 SHOWN = ("recall_at_5", "mrr", "abstain/correct_rate", "latency/search_ms_p50")  # besides the objective
-RESUME = "resume"  # how a sweep is run, not what it measures: left out of run names and overrides tags
 
 
 def is_multirun() -> bool:
@@ -76,7 +76,7 @@ def overrides() -> list[str]:
 
 def without_resume(overrides: Sequence[str]) -> list[str]:
     """The overrides that say what is measured: with or without `resume=true`, the same combinations."""
-    return [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != RESUME]
+    return [o for o in overrides if override_key(o) != RESUME]
 
 
 def choices() -> dict[str, str]:
@@ -188,7 +188,7 @@ def composition_error(error: Exception, overrides: Sequence[str]) -> str:
     if unknown:
         key = unknown.group(1)
         parent = key.rpartition(".")[0]
-        others = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key]
+        others = [o for o in overrides if override_key(o) != key]
         base = compose("config", overrides=others)
         node = OmegaConf.select(base, parent) if parent else base
         known = [str(k) for k in node.keys() if not str(k).startswith("_")] if isinstance(node, DictConfig) else []
@@ -262,9 +262,8 @@ def pass_to_jobs(config: DictConfig, environment: dict[str, str]) -> None:
 def quoted(value: str) -> str:
     """`value` as a quoted Hydra override value: a quote, the backslashes before a quote or the end,
     and `${` (an interpolation) are escaped."""
-    escaped = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", value)
-    escaped = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", escaped)
-    return "'" + re.sub(r"(\\+)$", lambda m: m.group(1) * 2, escaped) + "'"
+    interpolations_escaped = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", value)
+    return QuotedString(text=interpolations_escaped, quote=Quote.single).with_quotes()  # Hydra escapes the rest
 
 
 class ParentRunCallback(Callback):

@@ -41,6 +41,7 @@ from sweep import tracking
 from sweep.errors import InputError, exit_2_on_bad_input
 from sweep.metrics.scoring import ABSTAIN_CORRECT, ABSTAIN_FALSE, HEADLINE
 from sweep.metrics.significance import RESAMPLES, SEED, compare, holm
+from sweep.settings import override_key
 
 QUESTION_COLUMNS = ("qid", "type", "question", "answerable", "n_retrieved", "top_score", "abstained")
 RANK_FROM = "mrr"  # 1 / rank of the first relevant document: the rank, back
@@ -390,7 +391,7 @@ def evaluations(run: tracking.LoggedRun) -> list[tracking.LoggedRun]:
 def _override_key(run: tracking.LoggedRun) -> tuple[str, ...]:
     """What pairs two sweeps' children: their overrides in any order, less those that do not
     change results (`experiment=`, `cache_dir=`)."""
-    return tuple(sorted(o for o in run.overrides.split() if o.split("=", 1)[0].lstrip("+~") not in UNPAIRED))
+    return tuple(sorted(o for o in run.overrides.split() if override_key(o) not in UNPAIRED))
 
 
 def run_pairs(

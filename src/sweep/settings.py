@@ -185,6 +185,11 @@ def check_arguments(cls: type, values: Mapping[str, Any], key: str) -> None:
         check_value(value, declared[name], f"{key}.{name}" if key else name)
 
 
+def override_key(override: str) -> str:
+    """The config key a command-line override sets: `+a.b=1`, `~a.b` and `a.b=1` all set `a.b`."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
 def unknown_key(key: str, known: Iterable[str], what: str = "a setting") -> str:
     """`key: not <what> (did you mean ...? known: ...)`."""
     name = key.rsplit(".", 1)[-1]

@@ -57,6 +57,7 @@ REPORT = "report.html"  # a sweep's self-contained report: its parent run's arti
 PARENT_RUN = "SWEEP_PARENT_RUN_ID"  # set by the sweep's parent run for the trials it launches
 CONFIG_DIGEST = "sweep.config_digest"  # a trial's tag: which combination it measured (`config_digest`)
 SUPERSEDED_BY = "sweep.superseded_by"  # an earlier try at a combination, replaced by this run on resume
+NOT_SUPERSEDED = f"tags.`{SUPERSEDED_BY}` IS NULL"  # a search condition: what a resumed sweep did not replace
 MAX_RUN_NAME = 250  # MLflow's runs.name column: PostgreSQL and MySQL refuse a longer name, SQLite does not
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # else 3.17's UI opens GenAI mode
 PACKAGES = (
@@ -317,30 +318,20 @@ def resumable_sweep(experiment_id: str, overrides: str) -> Any | None:
     if it did not finish (KILLED, FAILED, or RUNNING when its process died: `kill_orphans` has
     marked it KILLED); None when that sweep FINISHED or there is none. A sweep whose process still
     runs (or runs on another host) cannot be resumed: one line."""
-    client, token = mlflow.MlflowClient(), None
-    while True:
-        page = client.search_runs(
-            [experiment_id],
-            "tags.`sweep.parent` = 'true'",
-            order_by=["attributes.start_time DESC"],
-            max_results=100,
-            page_token=token,
-        )
-        for run in page:
-            if run.data.tags.get("sweep.overrides") != overrides:
-                continue
-            if run.info.status == "FINISHED":
-                return None
-            if run.info.status == "RUNNING":
-                pid, host = run.data.tags.get("sweep.pid"), run.data.tags.get("sweep.host")
-                raise InputError(
-                    f"resume=true: the sweep {run.info.run_id} with these overrides is still running "
-                    f"(process {pid} on {host}); wait for it or stop it first"
-                )
-            return run
-        token = page.token
-        if not token:
+    # overrides are compared here, not in the filter: they may hold quotes that a filter string cannot
+    for run in _search_pages(mlflow.MlflowClient(), experiment_id, "tags.`sweep.parent` = 'true'", newest_first=True):
+        if run.data.tags.get("sweep.overrides") != overrides:
+            continue
+        if run.info.status == "FINISHED":
             return None
+        if run.info.status == "RUNNING":
+            pid, host = run.data.tags.get("sweep.pid"), run.data.tags.get("sweep.host")
+            raise InputError(
+                f"resume=true: the sweep {run.info.run_id} with these overrides is still running "
+                f"(process {pid} on {host}); wait for it or stop it first"
+            )
+        return run
+    return None
 
 
 def job_environment(parent_id: str) -> dict[str, str]:
@@ -360,14 +351,9 @@ def config_digest(resolved: Mapping[str, Any]) -> str:
 
 def earlier_runs(digest: str) -> list[LoggedRun]:
     """The runs of the combination `digest` (`config_digest`) among the children of the sweep
-    being run, earliest first; none outside a sweep."""
+    being run (`sweep_children`), earliest first; none outside a sweep."""
     parent = os.environ.get(PARENT_RUN)
-    if parent is None:
-        return []
-    connect()
-    client = mlflow.MlflowClient()
-    of_this_combination = f"tags.mlflow.parentRunId = '{parent}' and tags.`{CONFIG_DIGEST}` = '{digest}'"
-    return [_logged(run) for run in _search_all(client, client.get_run(parent).info.experiment_id, of_this_combination)]
+    return sweep_children(parent, f"tags.`{CONFIG_DIGEST}` = '{digest}'") if parent is not None else []
 
 
 def supersede(runs: Sequence[LoggedRun], run_id: str) -> None:
@@ -402,8 +388,7 @@ def finish_sweep(interrupted: Interrupted | None = None) -> SweepSummary | None:
     of_this_sweep = f"tags.mlflow.parentRunId = '{parent_id}'"
     running = f"{of_this_sweep} and attributes.status = 'RUNNING'"
     kill_orphans(experiment_id, client.search_runs([experiment_id], filter_string=running))
-    every_child = [_logged(run) for run in _search_all(client, experiment_id, of_this_sweep)]
-    children = [child for child in every_child if SUPERSEDED_BY not in child.tags]
+    children = sweep_children(parent_id)
     results = report = None
     if children:
         results = build_results(objective, children)
@@ -420,17 +405,17 @@ def finish_sweep(interrupted: Interrupted | None = None) -> SweepSummary | None:
     return SweepSummary(experiment_id, parent_id, results, report, failed)
 
 
-def _search_all(client: mlflow.MlflowClient, experiment_id: str, filter_string: str) -> list[Any]:
-    """Every run matching `filter_string`, earliest first, across result pages."""
-    runs, token = [], None
+def _search_pages(
+    client: mlflow.MlflowClient, experiment_id: str, filter_string: str, newest_first: bool = False
+) -> Iterator[Any]:
+    """Every run matching `filter_string`, earliest (or newest) first, a result page at a time."""
+    order, token = f"attributes.start_time {'DESC' if newest_first else 'ASC'}", None
     while True:
-        page = client.search_runs(
-            [experiment_id], filter_string, order_by=["attributes.start_time ASC"], max_results=1000, page_token=token
-        )
-        runs.extend(page)
+        page = client.search_runs([experiment_id], filter_string, order_by=[order], max_results=1000, page_token=token)
+        yield from page
         token = page.token
         if not token:
-            return runs
+            return
 
 
 def build_results(objective: str, runs: Sequence[LoggedRun]) -> SweepResults:
@@ -509,15 +494,12 @@ def best_run(
         raise InputError("--among tied ranks higher-is-better metrics; it cannot be combined with --minimize")
     if sweep is not None and not _RUN_ID.fullmatch(sweep):
         raise InputError(f"--sweep {sweep!r}: not an MLflow run id (32 hexadecimal digits)")
-    connect(create=False)
-    found = mlflow.get_experiment_by_name(experiment)
-    if found is None:
-        raise InputError(f"no MLflow experiment named {experiment!r} at {tracking_uri()}")
-    conditions = ["attributes.status = 'FINISHED'", f"metrics.`{metric}` > -1e300"]
+    experiment_id = _existing_experiment_id(experiment)
+    conditions = ["attributes.status = 'FINISHED'", f"metrics.`{metric}` > -1e300", NOT_SUPERSEDED]
     if sweep:
         conditions.append(f"tags.mlflow.parentRunId = '{sweep}'")
     runs = mlflow.search_runs(
-        [found.experiment_id],
+        [experiment_id],
         filter_string=" and ".join(conditions),
         order_by=[f"metrics.`{metric}` {'DESC' if maximize else 'ASC'}", "attributes.start_time ASC"],
         max_results=1,
@@ -530,7 +512,7 @@ def best_run(
     if among == "tied":
         golden = run.data.tags.get("data.golden_digest", "")
         conditions.append(f"tags.`data.golden_digest` = '{golden}'")
-        candidates = _search_all(mlflow.MlflowClient(), found.experiment_id, " and ".join(conditions))
+        candidates = _search_pages(mlflow.MlflowClient(), experiment_id, " and ".join(conditions))
         run, why = _cheapest_tied(metric, [_logged(c) for c in candidates], prefer)
     with _no_progress_bar():
         config = yaml.safe_load(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/config/resolved.yaml"))
@@ -693,7 +675,11 @@ def golden_dataset(golden: GoldenSet) -> Any:
 
 def data_digests(golden: GoldenSet, corpus: Corpus) -> dict[str, str]:
     """The tags that say what a run was scored on: the golden set's and the corpus's digests."""
-    return {"data.golden_digest": golden_dataset(golden).digest, "data.corpus_digest": corpus.digest}
+    return _digest_tags(golden_dataset(golden), corpus)
+
+
+def _digest_tags(dataset: Any, corpus: Corpus) -> dict[str, str]:
+    return {"data.golden_digest": dataset.digest, "data.corpus_digest": corpus.digest}
 
 
 def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
@@ -712,13 +698,8 @@ def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
             ):
                 raise
             time.sleep(0.2 * (attempt + 1))
-    mlflow.set_tags(
-        {
-            "data.golden_digest": dataset.digest,
-            "data.corpus_digest": corpus.digest,
-            "data.corpus": str(Path(corpus.source).absolute()),  # read back from another folder (sweep.pool)
-        }
-    )
+    # the corpus's path is absolute: sweep.pool reads it back from another folder
+    mlflow.set_tags(_digest_tags(dataset, corpus) | {"data.corpus": str(Path(corpus.source).absolute())})
 
 
 def environment_tags() -> dict[str, str]:
@@ -803,16 +784,14 @@ def logged_run(run_id: str) -> LoggedRun:
         raise InputError(f"run {run_id}: cannot read it from {tracking_uri()} ({one_line(error)})") from None
 
 
-def sweep_children(parent_id: str) -> list[LoggedRun]:
-    """The runs of the sweep `parent_id` (its children), earliest first, whatever their status."""
+def sweep_children(parent_id: str, where: str = "") -> list[LoggedRun]:
+    """The runs of the sweep `parent_id` (its children; `where`: a further condition), earliest
+    first, whatever their status; the tries a resumed sweep replaced (`SUPERSEDED_BY`) left out."""
     parent = logged_run(parent_id)
-    runs = mlflow.search_runs(
-        [parent.experiment_id],
-        filter_string=f"tags.mlflow.parentRunId = '{parent.run_id}'",
-        order_by=["attributes.start_time ASC"],
-        output_format="list",
-    )
-    return [_logged(run) for run in runs]
+    conditions = [f"tags.mlflow.parentRunId = '{parent.run_id}'", NOT_SUPERSEDED, *([where] if where else [])]
+    return [
+        _logged(run) for run in _search_pages(mlflow.MlflowClient(), parent.experiment_id, " and ".join(conditions))
+    ]
 
 
 @contextmanager
@@ -903,14 +882,20 @@ def load_retrieved_chunks(run: LoggedRun) -> dict[str, list[dict[str, Any]]] | N
         raise InputError(f"run {run.run_id}: cannot read {RETRIEVED_CHUNKS} ({one_line(error)})") from None
 
 
-def latest_sweep(experiment: str = DEFAULT_EXPERIMENT) -> str:
-    """The id of the sweep (parent run) started last in `experiment`. Reading creates nothing."""
+def _existing_experiment_id(experiment: str) -> str:
+    """The id of the experiment named `experiment`; reading creates nothing: no store, or no such
+    experiment in it, is one line."""
     connect(create=False)
     found = mlflow.get_experiment_by_name(experiment)
     if found is None:
         raise InputError(f"no MLflow experiment named {experiment!r} at {tracking_uri()}")
+    return found.experiment_id
+
+
+def latest_sweep(experiment: str = DEFAULT_EXPERIMENT) -> str:
+    """The id of the sweep (parent run) started last in `experiment`. Reading creates nothing."""
     runs = mlflow.MlflowClient().search_runs(
-        [found.experiment_id],
+        [_existing_experiment_id(experiment)],
         filter_string="tags.`sweep.parent` = 'true'",
         order_by=["attributes.start_time DESC"],
         max_results=1,

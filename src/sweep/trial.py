@@ -37,7 +37,8 @@ from sweep.settings import Cutoffs, Exists, NonEmpty, OneOf, Range, check_config
 
 log = logging.getLogger(__name__)
 METRIC = OneOf(DEFAULT_METRICS)
-NO_RESULT_KEYS = ("resume", "cache_dir")  # settings that change no measurement (nor do values that refer to them)
+RESUME = "resume"  # how a sweep is run, not what it measures: left out of run names, overrides tags and digests
+NO_RESULT_KEYS = (RESUME, "cache_dir")  # settings that change no measurement (nor do values that refer to them)
 
 
 @dataclass
@@ -178,7 +179,7 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
     (logged as params); `overrides`: the command line that gave `cfg`."""
     name = " ".join(overrides) or "default"
     digest = combination_digest(cfg)
-    earlier = tracking.earlier_runs(digest) if digest and cfg.get("resume") is True else []
+    earlier = tracking.earlier_runs(digest) if digest and cfg.get(RESUME) is True else []
     data = None
     if any(run.status == "FINISHED" for run in earlier):
         data, done = finished_on_the_same_data(cfg, earlier)
@@ -190,7 +191,7 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
         check_settings(cfg)
         warn_about_costly_settings(cfg)
         resolved = OmegaConf.to_container(cfg, resolve=True)
-        resolved.pop("resume", None)  # how the sweep ran, not what this run measured: the same for all its children
+        resolved.pop(RESUME, None)  # how the sweep ran, not what this run measured: the same for all its children
         tracking.log_config(resolved, overrides, choices or {})
         pipeline = build_pipeline(cfg)  # cheap: models load when the pipeline first needs them
         corpus, golden = data or load_data(cfg)
