@@ -7,6 +7,7 @@ and hand every file it does not read cleanly to that path.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import tempfile
 from pathlib import Path
@@ -152,3 +153,27 @@ def test_the_join_finds_exactly_the_judged_documents_each_query_retrieved(n_judg
     assert len(expected) >= n_judged // 5
     assert list(zip(ranked.hit_query.tolist(), ranked.hit_rank.tolist(), ranked.hit_grade.tolist())) == expected
     assert ranked.n_retrieved.tolist() == [int((query_row[run_query] == row).sum()) for row in range(n_queries)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_per_type_means_are_the_ones_a_run_logs(tmp_path, seed):
+    """`sweep.evaluate --per-type` and the type means logged to MLflow (`Evaluation.type_means`),
+    to the last digit, on 300 questions of 3 types (enough for sums to round differently)."""
+    rng = np.random.default_rng(seed)
+    golden, run = tmp_path / "golden.jsonl", tmp_path / "run.txt"
+    questions, lines = [], []
+    for n in range(300):
+        docs = rng.choice(50, size=12, replace=False)
+        relevant = {f"d{d}": int(rng.integers(0, 3)) for d in docs[: rng.integers(0, 4)]}
+        questions.append(
+            {"id": f"q{n}", "question": f"q{n}", "type": ["factoid", "howto", "numeric"][n % 3], "relevant": relevant}
+        )
+        lines += [
+            f"q{n} Q0 d{d} {rank} {1 - rank / 20} t" for rank, d in enumerate(rng.choice(50, size=10, replace=False), 1)
+        ]
+    golden.write_text("".join(json.dumps(q) + "\n" for q in questions))
+    run.write_text("".join(line + "\n" for line in lines))
+    options = args(golden, run)
+    logged = evaluate(options).type_means()
+    printed = to_json(Scores.of(evaluate(options)), False, True)["mean"]
+    assert {name: value for name, value in printed.items() if name.startswith("type/")} == logged

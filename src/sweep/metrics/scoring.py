@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from sweep.golden import GoldenSet
+from sweep.metrics import measures
 from sweep.metrics.context import CONTEXT_N, ContextScores
 from sweep.metrics.measures import (
     ABSTAIN_CORRECT,
@@ -113,14 +114,18 @@ class Evaluation:
 
     def type_means(self) -> dict[str, float]:
         """`type/<type>/<metric>` and `type/<type>/n`, DESIGN's names; undefined means (the recall
-        of a type with no answerable question) are left out."""
-        values: dict[str, float] = {}
-        context_n = [CONTEXT_N] if self.context is not None else []
-        for qtype, row in self.by("type").iterrows():
-            values[f"type/{qtype}/n"] = int(row["n"])
-            for name in [*self.metrics, *self.abstain_metrics, *self.context_metrics, *context_n]:
-                if not np.isnan(row[name]):
-                    values[f"type/{qtype}/{name}"] = float(row[name])
+        of a type with no answerable question) are left out. The rank metrics and abstention as
+        `measures.type_means` computes them for `python -m sweep.evaluate`, to the last digit."""
+        frame = self.per_query
+        values = measures.type_means(
+            frame["type"].to_numpy(), frame["answerable"].to_numpy(), frame["abstained"].to_numpy(),
+            self._values, self.abstain_metrics,
+        )  # fmt: skip
+        if self.context is not None:
+            for qtype, row in self.by("type").iterrows():
+                for name in [*self.context_metrics, CONTEXT_N]:
+                    if not np.isnan(row[name]):
+                        values[f"type/{qtype}/{name}"] = float(row[name])
         return values
 
     def by_tag(self) -> pd.DataFrame:
