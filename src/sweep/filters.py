@@ -73,7 +73,7 @@ class Filter(ABC):
         `k` is how many chunk hits each search asks for."""
         self._conditions = {q.id: parse_condition(q.filters, f"{golden.source}: question {q.id!r}") for q in golden}
         for qid, condition in self._conditions.items():
-            _check_fields(condition, corpus, f"{golden.source}: question {qid!r}")
+            check_fields(condition, corpus, f"{golden.source}: question {qid!r}")
 
     @abstractmethod
     def restriction(self, question: Question) -> Restriction | None:
@@ -101,7 +101,7 @@ class MetadataFilter(Filter):
 
     def prepare(self, corpus: Corpus, chunks: Sequence[Chunk], golden: GoldenSet, k: int) -> None:
         self._where = parse_condition(self.where or {}, "filter.where")
-        _check_fields(self._where, corpus, "filter.where")
+        check_fields(self._where, corpus, "filter.where")
         super().prepare(corpus, chunks, golden, k)
         self._k = k
         self._documents = list(corpus)
@@ -203,11 +203,13 @@ def filter_stats(searched: Sequence[tuple[Restriction, int]], n_questions: int, 
     return stats
 
 
-def _check_fields(condition: Condition, corpus: Corpus, source: str) -> None:
+def check_fields(condition: Condition, corpus: Corpus, source: str = "") -> None:
+    """Refuse a condition on a field no document of `corpus` has; `source`, when given, starts the message."""
     unknown = sorted(condition.keys() - corpus.metadata_fields)
     if unknown:
         fields = ", ".join(sorted(corpus.metadata_fields)) or "none"
-        raise InputError(f"{source}: filters on {unknown[0]!r}, a field no document has (fields: {fields})")
+        prefix = f"{source}: " if source else ""
+        raise InputError(f"{prefix}filters on {unknown[0]!r}, a field no document has (fields: {fields})")
 
 
 def _shown(condition: Condition) -> str:

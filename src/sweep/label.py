@@ -62,7 +62,7 @@ from flask import Flask, Response, jsonify, request
 
 from sweep.corpus import Corpus, Document, load_corpus
 from sweep.errors import InputError, exit_2_on_bad_input, where
-from sweep.filters import parse_condition
+from sweep.filters import check_fields, parse_condition
 from sweep.golden import (
     RECOMMENDED_UNANSWERABLE_SHARE,
     UNTYPED,
@@ -246,11 +246,7 @@ def question_fields(corpus: Corpus, body: Mapping[str, Any]) -> dict[str, Any]:
     filters = body.get("filters") or {}
     if not isinstance(filters, dict):
         raise InputError('filters: expected an object of metadata field to value, such as {"department": "HR"}')
-    parse_condition(filters, "filters")
-    unknown = sorted(set(filters) - corpus.metadata_fields)
-    if unknown:
-        fields = ", ".join(sorted(corpus.metadata_fields)) or "none"
-        raise InputError(f"filters on {unknown[0]!r}, a field no document has (fields: {fields})")
+    check_fields(parse_condition(filters, "filters"), corpus)
     return {"question": text.strip(), "type": qtype.strip(), "filters": filters}
 
 
@@ -298,22 +294,31 @@ class GoldenFile:
             for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):
                 stale.unlink(missing_ok=True)
 
-    def _save(self, questions: Sequence[Question]) -> None:
-        save_golden(GoldenSet(tuple(questions), source=str(self.path)), self.path, self.corpus)
+    def _save(self, questions: Sequence[Question]) -> GoldenSet:
+        """Save `questions`; the set saved (as `read` would give it back, excerpts not resolved)."""
+        golden = GoldenSet(tuple(questions), source=str(self.path))
+        save_golden(golden, self.path, self.corpus)
+        return golden
 
-    def change(self, qid: str, expected: Any, change: Change) -> tuple[Question, list[str]]:
+    def _current(self, qid: str, expected: Any) -> tuple[GoldenSet, Question]:
+        """The saved set and its question `qid`, if it is still at version `expected` (call under `exclusive`)."""
+        golden = self.read()
+        current = golden.by_id.get(qid)
+        if current is None:
+            raise UnknownQuestion(qid)
+        if expected != version(current):
+            raise StaleWrite(current)
+        return golden, current
+
+    def change(self, qid: str, expected: Any, change: Change) -> tuple[Question, list[str], GoldenSet]:
+        """The changed question, notes for the user, and the set saved."""
         with self.exclusive():
-            golden = self.read()
-            current = golden.by_id.get(qid)
-            if current is None:
-                raise UnknownQuestion(qid)
-            if expected != version(current):
-                raise StaleWrite(current)
+            golden, current = self._current(qid, expected)
             changed, notes = change(current)
-            self._save([changed if q.id == qid else q for q in golden])
-            return changed, notes
+            return changed, notes, self._save([changed if q.id == qid else q for q in golden])
 
-    def add(self, qid: Any, fields: Mapping[str, Any]) -> Question:
+    def add(self, qid: Any, fields: Mapping[str, Any]) -> tuple[Question, GoldenSet]:
+        """The new question and the set saved."""
         with self.exclusive():
             golden = self.read()
             if qid in (None, ""):
@@ -322,20 +327,15 @@ class GoldenFile:
             if qid in golden.by_id:
                 raise InputError(f"question id {qid!r} is taken: choose another (or leave it empty)")
             question = Question(id=qid, relevant={}, **fields)
-            self._save([*golden, question])
-            return question
+            return question, self._save([*golden, question])
 
-    def delete(self, qid: str, expected: Any) -> None:
+    def delete(self, qid: str, expected: Any) -> GoldenSet:
+        """The set saved."""
         with self.exclusive():
-            golden = self.read()
-            current = golden.by_id.get(qid)
-            if current is None:
-                raise UnknownQuestion(qid)
-            if expected != version(current):
-                raise StaleWrite(current)
+            golden, _ = self._current(qid, expected)
             if len(golden) == 1:
                 raise InputError("the last question cannot be deleted: a golden set needs at least one")
-            self._save([q for q in golden if q.id != qid])
+            return self._save([q for q in golden if q.id != qid])
 
 
 # ---------------------------------------------------------------- the pool
@@ -343,10 +343,9 @@ class GoldenFile:
 
 @dataclass(frozen=True)
 class Queue:
-    """A `sweep.pool` queue: run labels and each question's candidates (chunks checked)."""
+    """A `sweep.pool` queue: each question's candidates (chunks checked), their ranks labelled by run."""
 
     source: str = ""
-    runs: dict[str, str] = field(default_factory=dict)  # run id -> what it was (its overrides)
     candidates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
@@ -406,7 +405,7 @@ def load_queue(path: Path, corpus: Corpus) -> Queue:
         candidates[qid] = checked
     if stale:
         log.warning("%s: %d chunks are not the corpus's text there any more; shown without highlight", path, stale)
-    return Queue(str(path), runs, candidates)
+    return Queue(str(path), candidates)
 
 
 # ---------------------------------------------------------------- what the browser gets
@@ -495,7 +494,8 @@ class Search:
         if not query:
             return []
         documents = self.corpus.documents
-        found = [i for i, d in enumerate(documents) if query.lower() in d.id.lower()][:limit]
+        lowered = query.lower()
+        found = [i for i, d in enumerate(documents) if lowered in d.id.lower()][:limit]
         with self._lock:
             if self._bm25 is None:
                 from sweep.lexical import BM25Retriever
@@ -504,12 +504,13 @@ class Search:
                 self._bm25.build([f"{d.id} {d.title}\n{d.content}" for d in documents])
             _, ids = self._bm25.search([query], limit)
         found += [int(i) for i in ids[0] if i >= 0 and int(i) not in found]
-        return [self._result(documents[i], query) for i in found[:limit]]
+        return [self._result(documents[i], lowered.split()) for i in found[:limit]]
 
     @staticmethod
-    def _result(document: Document, query: str) -> dict[str, str]:
+    def _result(document: Document, terms: Sequence[str]) -> dict[str, str]:
+        """`terms`: the query's words, lowercased; the snippet starts a little before the earliest one in the text."""
         content, lowered = document.content, document.content.lower()
-        hits = [lowered.find(term) for term in query.lower().split() if lowered.find(term) >= 0]
+        hits = [hit for hit in (lowered.find(term) for term in terms) if hit >= 0]
         start = max(0, min(hits) - SNIPPET // 3) if hits else 0
         snippet = " ".join(content[start : start + SNIPPET].split())
         return {"doc": document.id, "title": document.title, "snippet": ("…" if start else "") + snippet + "…"}
@@ -532,8 +533,8 @@ def create_app(golden_file: GoldenFile, queue: Queue) -> Flask:
             raise InputError("expected a JSON object")
         return data
 
-    def changed(question: Question, notes: Sequence[str] = ()) -> Response:
-        golden = golden_file.read()
+    def changed(question: Question, golden: GoldenSet, notes: Sequence[str] = ()) -> Response:
+        """`golden`: the set just saved, from which the progress is computed."""
         return jsonify(
             question=detail(question, queue, corpus),
             summary=summary(question, queue),
@@ -591,11 +592,12 @@ def create_app(golden_file: GoldenFile, queue: Queue) -> Flask:
     @app.post("/api/questions")
     def add() -> tuple[Response, int]:
         data = body()
-        return changed(golden_file.add(data.get("id"), question_fields(corpus, data))), 201
+        return changed(*golden_file.add(data.get("id"), question_fields(corpus, data))), 201
 
     def changing(qid: str, make: Callable[[dict[str, Any]], Change]) -> Response:
         data = body()
-        return changed(*golden_file.change(qid, data.get("version"), make(data)))
+        question, notes, golden = golden_file.change(qid, data.get("version"), make(data))
+        return changed(question, golden, notes)
 
     @app.post("/api/questions/<qid>")
     def edit_question(qid: str) -> Response:
@@ -622,8 +624,8 @@ def create_app(golden_file: GoldenFile, queue: Queue) -> Flask:
 
     @app.post("/api/questions/<qid>/delete")
     def delete(qid: str) -> Response:
-        golden_file.delete(qid, body().get("version"))
-        return jsonify(progress=progress(golden_file.read(), queue), saved=datetime.now().strftime("%H:%M:%S"))
+        golden = golden_file.delete(qid, body().get("version"))
+        return jsonify(progress=progress(golden, queue), saved=datetime.now().strftime("%H:%M:%S"))
 
     @app.get("/api/documents/<path:doc>")
     def document(doc: str) -> Response:
