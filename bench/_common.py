@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
+    import numpy as np
     from mlflow.entities import Run
 
 T = TypeVar("T")
@@ -64,8 +65,8 @@ def timed(fn: Callable[[], T]) -> tuple[float, T]:
 
 def best_of(repeats: int, fn: Callable[[], T]) -> tuple[float, T]:
     """(fastest wall time of `repeats` calls, the last call's result)."""
-    calls = [timed(fn) for _ in range(repeats)]
-    return min(seconds for seconds, _ in calls), calls[-1][1]
+    times, result = taking_turns(repeats, fn)[0]
+    return min(times), result
 
 
 def taking_turns(repeats: int, *fns: Callable[[], T]) -> list[tuple[list[float], T]]:
@@ -78,6 +79,13 @@ def taking_turns(repeats: int, *fns: Callable[[], T]) -> list[tuple[list[float],
             seconds, results[i] = timed(fn)
             times[i].append(seconds)
     return list(zip(times, results))
+
+
+def recall(found: Sequence[np.ndarray], truth: Sequence[np.ndarray]) -> float:
+    """Mean over queries of the share of the query's `truth` ids that `found` has too."""
+    import numpy as np  # here, like mlflow below: _common itself imports only the standard library
+
+    return float(np.mean([len(set(f.tolist()) & set(t.tolist())) / len(t) for f, t in zip(found, truth)]))
 
 
 def store(folder: Path) -> str:

@@ -52,7 +52,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 import yaml
-from _common import best_of, evaluated_runs, machine, print_table, python_m_sweep
+from _common import best_of, evaluated_runs, machine, print_table, python_m_sweep, recall
 from mlflow.entities import Run
 
 from sweep.chunking import Chunk
@@ -165,10 +165,6 @@ def grouped(n: int, groups: int) -> tuple[Corpus, list[Chunk], GoldenSet]:
         source="synthetic",
     )
     return corpus, chunks, golden
-
-
-def recall(found: list[np.ndarray], truth: list[np.ndarray]) -> float:
-    return float(np.mean([len(set(f.tolist()) & set(t.tolist())) / len(t) for f, t in zip(found, truth)]))
 
 
 def searched(index: FaissIndex, queries: np.ndarray, plans: list[Restriction]) -> Callable[[], list[np.ndarray]]:

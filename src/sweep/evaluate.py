@@ -16,7 +16,6 @@ import argparse
 import json
 import logging
 import math
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,28 +38,23 @@ from sweep.metrics.measures import (
     warn_unknown_queries,
 )
 from sweep.records import (
-    TREC_RUN_COLUMNS,
+    GRADE,
+    MAX_GRADE,
+    TREC_QRELS_COLUMNS,
+    UNTYPED,
     Strings,
     first_line,
     index_in,
     read_columns,
+    read_trec_run_columns,
     repeats_within,
     sniff,
     trec_order,
+    warn_if_unbalanced,
 )
 
 if TYPE_CHECKING:
     from sweep.metrics import Evaluation
-
-log = logging.getLogger(__name__)
-
-# What golden.py's TREC qrels reader makes of a file, repeated because golden.py imports pandas.
-UNTYPED = "untyped"
-GRADE = re.compile(r"-?\d{1,3}")
-MAX_GRADE = 100
-RECOMMENDED_SIZE = (50, 200)
-RECOMMENDED_UNANSWERABLE_SHARE = (0.10, 0.20)
-QRELS_COLUMNS = ("qid", "iteration", "docid", "grade")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -155,13 +149,29 @@ class TrecRun:
     score: np.ndarray
 
 
+def is_columns_file(path: Path) -> bool:
+    """Whether `path` is a file of whitespace-separated fields (by its extension and first line),
+    as TREC qrels and runs are: the cheap test before `read_qrels` or `read_trec_run` parses it."""
+    return path.is_file() and sniff(path) == "columns"
+
+
+def may_be_trec_run(path: Path) -> bool:
+    """False where `read_trec_run` surely returns None (a JSONL or YAML file, not a file): the fast
+    path is not taken, so its qrels need not be parsed. A first line that cannot be read is left
+    to `read_trec_run` to report, after the qrels, as it always was."""
+    try:
+        return is_columns_file(path)
+    except (InputError, OSError):
+        return True
+
+
 def read_qrels(path: Path) -> Qrels | None:
     """TREC qrels (`qid iteration docid grade`) as `load_golden` reads them; None for another
     format or anything it would refuse or read otherwise (a bad line, a grade out of range, a
     document judged twice for a query)."""
-    if not path.is_file() or sniff(path) != "columns" or len(first_line(path).split()) != len(QRELS_COLUMNS):
+    if not is_columns_file(path) or len(first_line(path).split()) != len(TREC_QRELS_COLUMNS):
         return None
-    columns = read_columns(path, QRELS_COLUMNS, dict.fromkeys(QRELS_COLUMNS, "string"))
+    columns = read_columns(path, TREC_QRELS_COLUMNS, dict.fromkeys(TREC_QRELS_COLUMNS, "string"))
     if columns is None:
         return None
     grades = columns["grade"].values  # the distinct grades: a handful
@@ -176,9 +186,9 @@ def read_qrels(path: Path) -> Qrels | None:
 def read_trec_run(path: Path) -> TrecRun | None:
     """A TREC run as `Run.read` reads it; None for another format, a file the column reader does
     not take, or a document listed twice for a query (`Run.read` warns and keeps the first)."""
-    if not path.is_file() or sniff(path) != "columns":
+    if not is_columns_file(path):
         return None
-    columns = read_columns(path, TREC_RUN_COLUMNS, {"qid": "string", "docid": "string", "score": "float"})
+    columns = read_trec_run_columns(path)
     if columns is None:
         return None
     qid, docid, score = columns["qid"], columns["docid"], columns["score"]
@@ -199,7 +209,7 @@ def score_trec(qrels: Qrels, run: TrecRun, args: argparse.Namespace) -> Scores:
     judged_query = row_of[qrels.qid.codes]
     answerable = np.zeros(n_questions, bool)
     answerable[judged_query[qrels.grade >= 1]] = True
-    _warn_if_unbalanced(Path(args.qrels), n_questions, int((~answerable).sum()))
+    warn_if_unbalanced(Path(args.qrels), n_questions, int((~answerable).sum()))
 
     rank_metrics, abstain_metrics = select_metrics(args.metrics, has_unanswerable=not answerable.all())
     in_qrels = index_in(run.qid.distinct, qrels.qid.distinct)  # per distinct run query: its qrels code or -1
@@ -225,23 +235,6 @@ def score_trec(qrels: Qrels, run: TrecRun, args: argparse.Namespace) -> Scores:
         metric_values(ranked, rank_metrics, answerable),
         abstain_metrics,
     )
-
-
-def _warn_if_unbalanced(source: Path, n_questions: int, n_unanswerable: int) -> None:
-    """`GoldenSet.warn_if_unbalanced`'s warnings."""
-    low, high = RECOMMENDED_SIZE
-    if not low <= n_questions <= high:
-        log.warning("%s: %d questions; a golden set works best with %d to %d", source, n_questions, low, high)
-    share = n_unanswerable / n_questions
-    low_share, high_share = RECOMMENDED_UNANSWERABLE_SHARE
-    if not low_share <= share <= high_share:
-        log.warning(
-            "%s: %.0f%% of questions are unanswerable; %.0f%% to %.0f%% is recommended",
-            source,
-            100 * share,
-            100 * low_share,
-            100 * high_share,
-        )
 
 
 # ---------------------------------------------------------------- any input, through pandas
@@ -280,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_evaluation(evaluate(args), per_query=args.per_query, worst=args.worst)
         return 0
     try:
-        qrels = read_qrels(Path(args.qrels))
+        qrels = read_qrels(Path(args.qrels)) if may_be_trec_run(Path(args.run)) else None
         run = read_trec_run(Path(args.run)) if qrels is not None else None
     except OSError as error:
         raise InputError(str(error)) from None

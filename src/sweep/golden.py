@@ -25,14 +25,8 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
-import os
 import re
-import shutil
-import stat
-import uuid
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -45,7 +39,11 @@ import yaml
 from sweep.corpus import Corpus
 from sweep.errors import InputError, where
 from sweep.records import (
+    GRADE,
     JSON_LINES_SUFFIXES,
+    MAX_GRADE,
+    TREC_QRELS_COLUMNS,
+    UNTYPED,
     FirstSeen,
     check_keys,
     first_line,
@@ -54,14 +52,12 @@ from sweep.records import (
     not_utf8,
     sniff,
     text_lines,
+    warn_if_unbalanced,
+    write_text_atomically,
 )
+from sweep.records import RECOMMENDED_SIZE as RECOMMENDED_SIZE  # imported from here too (sweep.label)
+from sweep.records import RECOMMENDED_UNANSWERABLE_SHARE as RECOMMENDED_UNANSWERABLE_SHARE
 
-log = logging.getLogger(__name__)
-
-MAX_GRADE = 100  # grades are integers up to this; TREC qrels may also go as low as -MAX_GRADE
-RECOMMENDED_SIZE = (50, 200)
-RECOMMENDED_UNANSWERABLE_SHARE = (0.10, 0.20)
-UNTYPED = "untyped"
 _QUESTION_KEYS = {"id", "question", "type", "relevant", "evidence", "filters", "tags", "metadata"}
 _SPAN_KEYS = ("start", "end", "text")
 CHUNKING_EVAL_QUESTIONS = "questions_df.csv"  # Chroma's chunking benchmark: this file + corpora/*.md
@@ -195,19 +191,7 @@ class GoldenSet:
                     )
 
     def warn_if_unbalanced(self) -> None:
-        low, high = RECOMMENDED_SIZE
-        if not low <= len(self) <= high:
-            log.warning("%s: %d questions; a golden set works best with %d to %d", self.source, len(self), low, high)
-        share = self.stats()["unanswerable_share"]
-        low_share, high_share = RECOMMENDED_UNANSWERABLE_SHARE
-        if not low_share <= share <= high_share:
-            log.warning(
-                "%s: %.0f%% of questions are unanswerable; %.0f%% to %.0f%% is recommended",
-                self.source,
-                100 * share,
-                100 * low_share,
-                100 * high_share,
-            )
+        warn_if_unbalanced(self.source, len(self), sum(not q.answerable for q in self.questions))
 
 
 def doc_grades(labels: Mapping[str, int] | Iterable[tuple[str, int]]) -> str:
@@ -480,7 +464,7 @@ def _relevance(value: Any, at: str, qid: str) -> dict[str, int]:
 
 def _read_trec_qrels(path: Path) -> tuple[GoldenSet, dict[str, int]]:
     """`qid iteration docid grade`, whitespace separated; negative grades mean not relevant."""
-    frame = _read_table(path, sep=r"\s+", columns=["qid", "iteration", "docid", "grade"], header=None)
+    frame = _read_table(path, sep=r"\s+", columns=list(TREC_QRELS_COLUMNS), header=None)
     return _from_judgments(path, frame[["qid", "docid", "grade"]]), {}
 
 
@@ -505,7 +489,7 @@ def _read_table(path: Path, sep: str, columns: list[str], header: int | None) ->
     except pd.errors.ParserError:
         frame = None
     # at most 3 digits: a grade within +-MAX_GRADE, and nothing int64 cannot hold
-    if frame is None or frame.isna().any().any() or not frame["grade"].str.fullmatch(r"-?\d{1,3}").all():
+    if frame is None or frame.isna().any().any() or not frame["grade"].str.fullmatch(GRADE.pattern).all():
         _raise_first_bad_row(path, sep, len(columns), skip=1 if header is not None else 0)
     if frame.empty:
         raise InputError(f"{path}: empty file (no judgments)")
@@ -696,49 +680,3 @@ def save_golden(golden: GoldenSet, path: str | Path, corpus: Corpus | None = Non
         parsed.check_corpus(corpus.by_id, lines)
         resolve_evidence(parsed, corpus, lines)
     write_text_atomically(path, text, backup=True)
-
-
-def write_text_atomically(path: str | Path, text: str, backup: bool = False) -> None:
-    """Replace `path` with `text` so that a crash or kill at any moment leaves the old file or the
-    new one, each complete: write a temporary file in the same folder, fsync it, rename it over
-    `path`, fsync the folder (the rename itself is then on disk). The file keeps its permissions
-    (a new one gets the umask's). `backup`: the previous file is kept as `path.bak` (a hard link,
-    renamed into place: the backup, too, is always complete)."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as handle:
-            if path.exists():
-                os.fchmod(handle.fileno(), stat.S_IMODE(path.stat().st_mode))
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if backup and path.exists():
-            _keep_backup(path)
-        os.replace(temporary, path)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-    _fsync_folder(path.parent)
-
-
-def _keep_backup(path: Path) -> None:
-    backup = path.with_name(f"{path.name}.bak")
-    staged = path.with_name(f".{backup.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        os.link(path, staged)
-    except OSError:  # a filesystem without hard links: copy it
-        shutil.copyfile(path, staged)
-        with open(staged, "rb") as handle:
-            os.fsync(handle.fileno())
-    os.replace(staged, backup)
-
-
-def _fsync_folder(folder: Path) -> None:
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

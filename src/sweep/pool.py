@@ -53,7 +53,8 @@ from sweep import tracking
 from sweep.compare import positive_int
 from sweep.corpus import Corpus, load_corpus
 from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.golden import GoldenSet, load_golden, write_text_atomically
+from sweep.golden import GoldenSet, load_golden
+from sweep.records import write_text_atomically
 from sweep.runs import Run
 
 DEFAULT_DEPTH = 10
@@ -249,11 +250,9 @@ def candidates(qid: str, judged: Mapping[str, int], runs: Sequence[PooledRun], c
 def best_chunk(
     qid: str, doc: str, by_run: Mapping[str, int], runs: Sequence[PooledRun], content: str
 ) -> dict[str, Any] | None:
-    """The document's best logged chunk in the run that ranked it best (runs in the order given on ties)."""
-    order = {pooled.run.run_id: i for i, pooled in enumerate(runs)}
-    for pooled in sorted(
-        (p for p in runs if p.run.run_id in by_run), key=lambda p: (by_run[p.run.run_id], order[p.run.run_id])
-    ):
+    """The document's best logged chunk in the run that ranked it best (runs in the order given on ties:
+    the sort is stable)."""
+    for pooled in sorted((p for p in runs if p.run.run_id in by_run), key=lambda p: by_run[p.run.run_id]):
         chunk = pooled.chunks.get(qid, {}).get(doc)
         if chunk is not None:
             start, end = int(chunk["start"]), int(chunk["end"])

@@ -6,13 +6,23 @@ silently replaced character. A key a record does not know is an error with the n
 Large files of whitespace-separated fields (TREC runs and qrels) are first read in columns by
 pyarrow's multithreaded parser (`read_columns`); a file it does not read cleanly goes to the
 caller's line-by-line reader, which reads what trec_eval reads or names the line.
+
+Also here, without pandas (`python -m sweep.evaluate` reads TREC files without it): what a golden
+set may hold and the warnings on its size and balance, and `write_text_atomically`.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import logging
+import os
+import re
+import shutil
+import stat
+import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -25,9 +35,19 @@ from pyarrow import csv as pa_csv
 
 from sweep.errors import InputError, where
 
+log = logging.getLogger(__name__)
+
 JSON_LINES_SUFFIXES = {".jsonl", ".json", ".ndjson"}
 YAML_SUFFIXES = {".yaml", ".yml"}
 TREC_RUN_COLUMNS = ("qid", "q0", "docid", "rank", "score", "tag")
+TREC_QRELS_COLUMNS = ("qid", "iteration", "docid", "grade")
+
+# golden sets (sweep.golden)
+UNTYPED = "untyped"
+MAX_GRADE = 100  # grades are integers up to this; TREC qrels may also go as low as -MAX_GRADE
+GRADE = re.compile(r"-?\d{1,3}")  # a grade in a TREC file: at most 3 digits, so nothing int64 cannot hold
+RECOMMENDED_SIZE = (50, 200)
+RECOMMENDED_UNANSWERABLE_SHARE = (0.10, 0.20)
 
 
 def text_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -99,6 +119,24 @@ def identifier(value: Any, at: str, what: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
         raise InputError(f"{at}: missing or invalid {what}: {value!r}")
     return str(value)
+
+
+def warn_if_unbalanced(source: str | Path, n_questions: int, n_unanswerable: int) -> None:
+    """Warn when a golden set has fewer or more questions than recommended, or a share of
+    unanswerable ones outside the recommended range."""
+    low, high = RECOMMENDED_SIZE
+    if not low <= n_questions <= high:
+        log.warning("%s: %d questions; a golden set works best with %d to %d", source, n_questions, low, high)
+    share = n_unanswerable / n_questions if n_questions else 0.0
+    low_share, high_share = RECOMMENDED_UNANSWERABLE_SHARE
+    if not low_share <= share <= high_share:
+        log.warning(
+            "%s: %.0f%% of questions are unanswerable; %.0f%% to %.0f%% is recommended",
+            source,
+            100 * share,
+            100 * low_share,
+            100 * high_share,
+        )
 
 
 class FirstSeen(dict):
@@ -194,6 +232,11 @@ def read_columns(path: Path, names: Sequence[str], kinds: Mapping[str, str]) -> 
     return columns
 
 
+def read_trec_run_columns(path: Path) -> dict[str, Strings | np.ndarray] | None:
+    """A TREC run's qid, docid (strings) and score (floats) columns, as `read_columns` reads them."""
+    return read_columns(path, TREC_RUN_COLUMNS, {"qid": "string", "docid": "string", "score": "float"})
+
+
 def _numpy(array: pa.Array, dtype: type) -> np.ndarray:
     """The values of a pyarrow array of fixed-width values, viewed as numpy (what is under a null
     is undefined)."""
@@ -238,3 +281,52 @@ def repeats_within(group: np.ndarray, item: np.ndarray, n_items: int) -> bool:
     key = group.astype(np.int64) * max(n_items, 1) + item
     key.sort(kind="stable")
     return bool(np.any(key[1:] == key[:-1]))
+
+
+# ---------------------------------------------------------------- writing files
+
+
+def write_text_atomically(path: str | Path, text: str, backup: bool = False) -> None:
+    """Replace `path` with `text` so that a crash or kill at any moment leaves the old file or the
+    new one, each complete: write a temporary file in the same folder, fsync it, rename it over
+    `path`, fsync the folder (the rename itself is then on disk). The file keeps its permissions
+    (a new one gets the umask's). `backup`: the previous file is kept as `path.bak` (a hard link,
+    renamed into place: the backup, too, is always complete)."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as handle:
+            if path.exists():
+                os.fchmod(handle.fileno(), stat.S_IMODE(path.stat().st_mode))
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if backup and path.exists():
+            _keep_backup(path)
+        os.replace(temporary, path)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    _fsync_folder(path.parent)
+
+
+def _keep_backup(path: Path) -> None:
+    backup = path.with_name(f"{path.name}.bak")
+    staged = path.with_name(f".{backup.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        os.link(path, staged)
+    except OSError:  # a filesystem without hard links: copy it
+        shutil.copyfile(path, staged)
+        with open(staged, "rb") as handle:
+            os.fsync(handle.fileno())
+    os.replace(staged, backup)
+
+
+def _fsync_folder(folder: Path) -> None:
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -24,7 +24,7 @@ from sweep.records import (
     FirstSeen,
     check_keys,
     json_lines,
-    read_columns,
+    read_trec_run_columns,
     repeats_within,
     sniff,
     text_lines,
@@ -176,7 +176,7 @@ def _read_trec(path: Path) -> pd.DataFrame:
     """Fastest reader that accepts the file: pyarrow's multithreaded parser for single-delimited
     files (the common case), pandas' C parser for runs of whitespace, and the line-by-line parser
     for anything both reject, which either names the bad line or reads what trec_eval reads."""
-    columns = read_columns(path, TREC_RUN_COLUMNS, {"qid": "string", "docid": "string", "score": "float"})
+    columns = read_trec_run_columns(path)
     if columns is not None:
         return pd.DataFrame(
             {name: pd.Categorical.from_codes(columns[name].codes, columns[name].values) for name in ("qid", "docid")}
