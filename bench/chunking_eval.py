@@ -34,9 +34,9 @@ import numpy as np
 from _common import best_of, machine, print_table
 from hydra import compose, initialize_config_module
 
-from sweep.golden import GoldenSet
-from sweep.metrics.context import score_contexts
-from sweep.trial import build_pipeline, load_data
+from sweep.evaluation.context import score_contexts
+from sweep.experiment.trial import build_pipeline, load_data
+from sweep.formats.golden import GoldenSet
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "chunking_eval"
 STRATEGIES = ("tokens", "recursive")

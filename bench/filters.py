@@ -55,11 +55,11 @@ import yaml
 from _common import best_of, evaluated_runs, machine, print_table, python_m_sweep, recall
 from mlflow.entities import Run
 
-from sweep.chunking import Chunk
-from sweep.corpus import Corpus, Document
-from sweep.filters import PreFilter, Restriction
-from sweep.golden import GoldenSet, Question
-from sweep.index import FaissIndex, FlatIndex, HNSWIndex
+from sweep.formats.corpus import Corpus, Document
+from sweep.formats.golden import GoldenSet, Question
+from sweep.retrieval.chunking import Chunk
+from sweep.retrieval.filters import PreFilter, Restriction
+from sweep.retrieval.index import FaissIndex, FlatIndex, HNSWIndex
 
 PART1 = ("filter=none,pre,post", "reranker=none,hybrid")
 PART1_COLUMNS = {

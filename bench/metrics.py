@@ -43,9 +43,9 @@ import ranx
 from _common import machine, print_table, taking_turns
 from numba.core.errors import NumbaTypeSafetyWarning
 
-from sweep.golden import GoldenSet, Question
-from sweep.metrics import Evaluation, score
-from sweep.runs import Run
+from sweep.evaluation import Evaluation, score
+from sweep.formats.golden import GoldenSet, Question
+from sweep.formats.runs import Run
 
 # (ours, pytrec_eval, ranx) names of the same measure
 METRICS = [

@@ -7,7 +7,7 @@
 
 (a) The SciFact MiniLM run (`golden=beir golden.path=../shared/data/scifact chunk=0`: 5,183
     abstracts, 300 claims), composed by Hydra as `python -m sweep` composes it and run in this
-    process by `sweep.trial.run_trial` with an empty embedding cache, against a bare
+    process by `sweep.experiment.trial.run_trial` with an empty embedding cache, against a bare
     `SentenceTransformer.encode` of the same texts (batch 64, normalized) in the same process, as
     ratios of wall and of CPU time (the latter less exposed to other work on a shared machine);
     the run's vectors (read back from its cache shards) against the bare ones.
@@ -26,7 +26,7 @@
     fastest, so the first two jobs embed different chunk sizes) on the bundled set, in the sweep's
     own process and with 1 and 2 joblib workers, each with an empty and with a warm embedding cache.
 
-Indexes build single-threaded (sweep.index), so builds are reproducible and slow. (b) searches
+Indexes build single-threaded (sweep.retrieval.index), so builds are reproducible and slow. (b) searches
 single-threaded too: on this 2-core machine, shared with other work, FAISS's two OpenMP threads
 mostly wait on each other for a single query (flat, 100,000 vectors: p50 56 ms with 2 threads,
 9 ms with 1). Everything is written under one temporary folder, removed at the end.
@@ -50,7 +50,7 @@ import faiss
 import numpy as np
 from _common import evaluated_runs, machine, print_table, python_m_sweep, recall, timed
 
-from sweep.index import FaissIndex, FlatIndex, HNSWIndex, IVFIndex
+from sweep.retrieval.index import FaissIndex, FlatIndex, HNSWIndex, IVFIndex
 
 T = TypeVar("T")
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
@@ -73,8 +73,8 @@ def scifact_against_bare_encode(folder: Path, scifact: Path) -> None:
     from sentence_transformers import SentenceTransformer
     from sweep_costs import composed, inside, quiet
 
-    from sweep.embed import EmbeddingCache, SentenceTransformerEmbedder
-    from sweep.trial import load_data, run_trial
+    from sweep.experiment.trial import load_data, run_trial
+    from sweep.retrieval.embed import EmbeddingCache, SentenceTransformerEmbedder
 
     cfg, choices = composed(folder, ["golden=beir", f"golden.path={scifact}", "chunk=0"])
     corpus_embedding = instantiate(cfg.model.embed)  # the run's CorpusEmbedding

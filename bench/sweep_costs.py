@@ -4,7 +4,7 @@
     python bench/sweep_costs.py --quick    # part 2 without its 4 separate processes, about 2.5 minutes
 
 1. One run's time split: the default configuration (MiniLM, chunk=200, flat index), composed by
-   Hydra as `python -m sweep` composes it and run in process by `sweep.trial.run_trial`, cold
+   Hydra as `python -m sweep` composes it and run in process by `sweep.experiment.trial.run_trial`, cold
    (empty embedding cache) then warm (cache filled). model_load / embed / index / search / metrics
    are the trial's own logged `time/*` metrics; inputs + chunking are timed apart; MLflow logging
    is the rest of run_trial()'s wall time, along with the retriever's truncation check
@@ -18,7 +18,7 @@
    against a bare `SentenceTransformer.encode` (batch 64, normalized) in the same process, best of
    --reps, alternating which goes first; and the largest difference between their vectors.
 
-Nothing here is random (FAISS indexes build single-threaded with a fixed seed in sweep.index).
+Nothing here is random (FAISS indexes build single-threaded with a fixed seed in sweep.retrieval.index).
 Everything is written under one temporary folder, removed at the end.
 """
 
@@ -43,11 +43,11 @@ from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, open_dict
 from sentence_transformers import SentenceTransformer
 
-from sweep.chunking import TokenChunker
-from sweep.corpus import load_corpus
-from sweep.embed import SentenceTransformerEmbedder
-from sweep.golden import load_golden
-from sweep.trial import run_trial
+from sweep.experiment.trial import run_trial
+from sweep.formats.corpus import load_corpus
+from sweep.formats.golden import load_golden
+from sweep.retrieval.chunking import TokenChunker
+from sweep.retrieval.embed import SentenceTransformerEmbedder
 
 CORPUS = str(resources.files("sweep.data") / "kb/corpus.jsonl")
 GOLDEN = str(resources.files("sweep.data") / "kb/golden.jsonl")
@@ -150,7 +150,7 @@ def time_split(folder: Path) -> dict[str, float]:
             ]
         )
     print_table(
-        "1. One run, default config (MiniLM, chunk=200, flat), sweep.trial.run_trial in process (seconds)",
+        "1. One run, default config (MiniLM, chunk=200, flat), sweep.experiment.trial.run_trial in process (seconds)",
         ["stage", "cold", "share", "warm", "share", "cold/warm"],
         rows,
     )

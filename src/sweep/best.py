@@ -8,7 +8,7 @@
     python -m sweep.best --metric ndcg_at_10 --among tied --prefer latency/search_ms_p50
 
 `among="tied"` takes the cheapest (lowest `prefer`) of the runs the golden set cannot tell apart
-from the best one (a Holm-corrected paired test over the questions: `sweep.leaderboard`), rather
+from the best one (a Holm-corrected paired test over the questions: `sweep.evaluation.leaderboard`), rather
 than a maximum that may be noise.
 
 Reading MLflow needs neither Hydra nor FAISS, so neither is imported here.
@@ -33,7 +33,7 @@ from sweep.tracking import AMONG, CHEAPEST_BY, DEFAULT_EXPERIMENT, best_run
 class Winner:
     run_id: str
     value: float
-    config: DictConfig  # the resolved config: runs as it is with sweep.trial.run_trial
+    config: DictConfig  # the resolved config: runs as it is with sweep.experiment.trial.run_trial
     overrides: list[str]  # the command line that produced it
     choices: dict[str, str]  # each config group's option (`{"index": "hnsw", ...}`)
     why: str  # how it was chosen

@@ -28,8 +28,8 @@ import pandas as pd
 
 from sweep.compare import Comparison, add_common_options, compare_runs, lower_is_better, run_pairs
 from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.metrics.scoring import HEADLINE
-from sweep.metrics.significance import holm
+from sweep.evaluation.scoring import HEADLINE
+from sweep.evaluation.significance import holm
 
 EXIT_REGRESSED = 1
 SHOWN = 50  # regressed questions printed per comparison by default

@@ -39,8 +39,8 @@ import pandas as pd
 
 from sweep import tracking
 from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.metrics.scoring import ABSTAIN_CORRECT, ABSTAIN_FALSE, HEADLINE
-from sweep.metrics.significance import RESAMPLES, SEED, compare, holm
+from sweep.evaluation.scoring import ABSTAIN_CORRECT, ABSTAIN_FALSE, HEADLINE
+from sweep.evaluation.significance import RESAMPLES, SEED, compare, holm
 from sweep.settings import override_key
 
 QUESTION_COLUMNS = ("qid", "type", "question", "answerable", "n_retrieved", "top_score", "abstained")
@@ -82,7 +82,7 @@ def paired_table(
 ) -> pd.DataFrame:
     """One row per metric with at least one question both runs scored (`COLUMNS`): means over the
     paired questions, delta = B - A, its paired bootstrap interval, the randomization p-value and
-    its Holm correction over these metrics (sweep.metrics.significance), and wins/ties/losses.
+    its Holm correction over these metrics (sweep.evaluation.significance), and wins/ties/losses.
     With one paired question the interval is the point and p is 1 (the exact sign-flip test)."""
     rows: dict[str, dict[str, float]] = {}
     for metric in metrics:

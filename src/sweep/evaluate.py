@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.metrics.measures import (
+from sweep.evaluation.measures import (
     DEFAULT_METRICS,
     RankedJudgments,
     abstention_rates,
@@ -37,7 +37,7 @@ from sweep.metrics.measures import (
     valid_names,
     warn_unknown_queries,
 )
-from sweep.records import (
+from sweep.formats.records import (
     GRADE,
     MAX_GRADE,
     TREC_QRELS_COLUMNS,
@@ -54,7 +54,7 @@ from sweep.records import (
 )
 
 if TYPE_CHECKING:
-    from sweep.metrics import Evaluation
+    from sweep.evaluation import Evaluation
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -242,9 +242,9 @@ def score_trec(qrels: Qrels, run: TrecRun, args: argparse.Namespace) -> Scores:
 
 def evaluate(args: argparse.Namespace) -> Evaluation:
     """Any input, through pandas (imported here: the fast path needs none of it)."""
-    from sweep.golden import load_golden
-    from sweep.metrics import score
-    from sweep.runs import Run
+    from sweep.evaluation import score
+    from sweep.formats.golden import load_golden
+    from sweep.formats.runs import Run
 
     try:
         golden = load_golden(args.qrels, split=args.split)
@@ -268,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.worst < 0:
         raise InputError(f"--worst {args.worst}: must be >= 0")
     if not args.json:
-        from sweep.report import print_evaluation  # rich and scipy only for the readable report
+        from sweep.reporting.console import print_evaluation  # rich and scipy only for the readable report
 
         print_evaluation(evaluate(args), per_query=args.per_query, worst=args.worst)
         return 0

@@ -8,8 +8,8 @@ evidence, and watch the progress. `--pool` is a queue written by `sweep.pool`; w
 the queue's corpus is used. GOLDEN is a JSON Lines file; it is created with the first question.
 
 The file on disk is the one source of truth. Every change reads it, applies the change to one
-question, checks the whole set exactly as `sweep.golden.load_golden` reads it against the corpus,
-and saves it atomically with `sweep.golden.save_golden` (temporary file, fsync, rename, fsync of
+question, checks the whole set exactly as `sweep.formats.golden.load_golden` reads it against the corpus,
+and saves it atomically with `sweep.formats.golden.save_golden` (temporary file, fsync, rename, fsync of
 the folder; the previous version kept as GOLDEN.bak), under a lock that threads and other
 processes share, before the browser hears "saved". A crash or kill -9 at any moment leaves a
 complete golden file, old or new, that the loader reads.
@@ -23,7 +23,7 @@ In the file:
   Marking needs every grade below 1; grading a document 1 or 2 unmarks the question, and
   unmarking one of type `unanswerable` makes it `untyped`;
 - evidence: selected text becomes a span `{"start", "end", "text"}` of the document's content
-  (the evidence format of `sweep.golden`), its edges trimmed of whitespace; the document is then
+  (the evidence format of `sweep.formats.golden`), its edges trimmed of whitespace; the document is then
   graded 1 if it was not relevant yet. Evidence needs a relevant document, so grading a document
   0 (or clearing its grade) removes its evidence, and the app says so.
 
@@ -60,10 +60,9 @@ from typing import Any
 
 from flask import Flask, Response, jsonify, request
 
-from sweep.corpus import Corpus, Document, load_corpus
 from sweep.errors import InputError, exit_2_on_bad_input, where
-from sweep.filters import check_fields, parse_condition
-from sweep.golden import (
+from sweep.formats.corpus import Corpus, Document, load_corpus
+from sweep.formats.golden import (
     RECOMMENDED_UNANSWERABLE_SHARE,
     UNTYPED,
     GoldenSet,
@@ -74,7 +73,8 @@ from sweep.golden import (
     resolve_evidence,
     save_golden,
 )
-from sweep.records import JSON_LINES_SUFFIXES, identifier, json_lines
+from sweep.formats.records import JSON_LINES_SUFFIXES, identifier, json_lines
+from sweep.retrieval.filters import check_fields, parse_condition
 
 log = logging.getLogger(__name__)
 
@@ -481,7 +481,7 @@ def detail(question: Question, queue: Queue, corpus: Corpus) -> dict[str, Any]:
 
 
 class Search:
-    """BM25 (sweep.lexical) over each document's id, title and content, built on first use;
+    """BM25 (sweep.retrieval.lexical) over each document's id, title and content, built on first use;
     documents whose id contains the query come first."""
 
     def __init__(self, corpus: Corpus) -> None:
@@ -498,7 +498,7 @@ class Search:
         found = [i for i, d in enumerate(documents) if lowered in d.id.lower()][:limit]
         with self._lock:
             if self._bm25 is None:
-                from sweep.lexical import BM25Retriever
+                from sweep.retrieval.lexical import BM25Retriever
 
                 self._bm25 = BM25Retriever()
                 self._bm25.build([f"{d.id} {d.title}\n{d.content}" for d in documents])

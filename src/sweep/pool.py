@@ -51,11 +51,11 @@ from typing import Any
 
 from sweep import tracking
 from sweep.compare import positive_int
-from sweep.corpus import Corpus, load_corpus
 from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.golden import GoldenSet, load_golden
-from sweep.records import write_text_atomically
-from sweep.runs import Run
+from sweep.formats.corpus import Corpus, load_corpus
+from sweep.formats.golden import GoldenSet, load_golden
+from sweep.formats.records import write_text_atomically
+from sweep.formats.runs import Run
 
 DEFAULT_DEPTH = 10
 LATEST = "latest"  # --sweep latest: the sweep started last

@@ -1,0 +1,45 @@
+"""Retrieval metrics that agree with trec_eval, plus abstention, aggregation and significance.
+
+`measures` is the numpy core; `scoring` (`score`, `Evaluation`) builds pandas tables on it and is
+imported on first use, so that `python -m sweep.evaluate`, which needs only the core, starts
+without pandas.
+"""
+
+from typing import TYPE_CHECKING
+
+from sweep.evaluation.measures import (
+    ABSTAIN_CORRECT,
+    ABSTAIN_FALSE,
+    DEFAULT_METRICS,
+    FAMILIES,
+    Metric,
+    RankedJudgments,
+    parse_metrics,
+    valid_names,
+)
+
+if TYPE_CHECKING:
+    from sweep.evaluation.scoring import Evaluation, rank_judgments, score
+
+__all__ = [
+    "ABSTAIN_CORRECT",
+    "ABSTAIN_FALSE",
+    "DEFAULT_METRICS",
+    "FAMILIES",
+    "Evaluation",
+    "Metric",
+    "RankedJudgments",
+    "score",
+    "parse_metrics",
+    "rank_judgments",
+    "valid_names",
+]
+_SCORING = ("Evaluation", "rank_judgments", "score")
+
+
+def __getattr__(name: str):
+    if name in _SCORING:
+        from sweep.evaluation import scoring
+
+        return getattr(scoring, name)
+    raise AttributeError(f"module 'sweep.evaluation' has no attribute {name!r}")

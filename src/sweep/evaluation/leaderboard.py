@@ -1,0 +1,189 @@
+"""A sweep's leaderboard with its uncertainty: which configurations the golden set can tell apart.
+
+Per configuration (a finished child run): the mean of the objective over the questions where it
+is defined, its 95% percentile-bootstrap interval (resampling questions), and a paired test
+against the leader (the highest mean): a two-sided randomization (sign-flip) p-value on the
+per-question differences, Holm-corrected across the sweep's comparisons. A configuration is
+`tied_with_best` when that corrected p-value is at least `alpha`: the data cannot say it is worse.
+Resampling is seeded, so the same runs give the same intervals, p-values, marks and order.
+
+Minimum detectable effect (`mde`): the smallest true difference in the objective's mean that a
+paired test at `alpha` (two-sided) would detect with probability `power`, for the questions at
+hand, by the normal approximation of the paired test:
+
+    MDE = (z(1 - alpha/2) + z(power)) * sd(d) / sqrt(n)
+
+where d are the per-question differences between a configuration and the leader and n their
+number; sd(d) is the median over the sweep's configurations (each against the leader), so one
+outlier configuration does not set it. With 0.05 and 0.8 the factor is 2.80. It needs at least two
+finished configurations (a difference to measure); otherwise NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from sweep.evaluation.significance import RESAMPLES, SEED, bootstrap_ci, holm, randomization_p
+
+ALPHA = 0.05
+POWER = 0.8
+COSTS = ("latency/search_ms_p50", "latency/search_ms_p95", "index/bytes", "time/embed_s")  # lower is cheaper
+COLUMNS = ("config", "status", "mean", "ci_low", "ci_high", "delta", "p_value", "p_holm", "tied_with_best", "n")
+
+
+@dataclass(frozen=True)
+class SweepResults:
+    """Everything a sweep's reports show (console, `tables/leaderboard.json`, `report.html`).
+
+    All frames are keyed by child run id; `leaderboard` is ordered best first (then failed runs)."""
+
+    objective: str
+    leaderboard: pd.DataFrame  # COLUMNS, then COSTS where logged
+    per_type: pd.DataFrame  # run id x question type: the objective's mean per type
+    per_query: pd.DataFrame  # question id x run id: the objective per question (NaN where undefined)
+    questions: pd.DataFrame  # question id -> question, type
+    differing: pd.DataFrame  # run id x config key: only the keys whose values differ between the runs
+    mde: float  # NaN when it cannot be estimated (fewer than two finished configurations)
+    alpha: float = ALPHA
+    power: float = POWER
+
+    @property
+    def n_questions(self) -> int:
+        """Questions where the objective is defined in some configuration (the answerable ones)."""
+        return int(self.per_query.notna().any(axis=1).sum())
+
+    def mde_line(self) -> str:
+        if not np.isfinite(self.mde):
+            return f"{self.objective}: a minimum detectable effect needs two finished configurations"
+        return (
+            f"with {self.n_questions} answerable questions, differences below {self.mde:.3f} {self.objective} "
+            f"are not detectable (paired test, alpha {self.alpha}, power {self.power:.0%})"
+        )
+
+    def worst(self, n: int = 10) -> pd.DataFrame:
+        """The `n` questions with the lowest objective averaged over the configurations: the
+        question, its type, that mean, and the value in each configuration (columns: run ids)."""
+        values = self.per_query.dropna(how="all")
+        mean = values.mean(axis=1).rename("mean")
+        order = mean.sort_values(kind="stable").index[:n]
+        return self.questions.reindex(order).join(mean).join(values)
+
+
+@dataclass(frozen=True)
+class ConfigRun:
+    """One configuration of a sweep as MLflow holds it (a child run)."""
+
+    run_id: str
+    config: str  # the overrides that made it, e.g. "chunk=256 index=hnsw"
+    status: str  # FINISHED, FAILED, KILLED, RUNNING
+    metrics: Mapping[str, float]
+    params: Mapping[str, str]  # the resolved config flattened, and each group's option
+    per_query: pd.DataFrame | None  # its tables/per_query.json (qid, question, type, metrics); None if not logged
+
+
+def build(objective: str, runs: Sequence[ConfigRun], alpha: float = ALPHA, seed: int = SEED) -> SweepResults:
+    """The sweep's results from its runs (in start order): finished runs ranked by `rank`, the
+    others after them in start order with their status and what metrics they logged."""
+    scored = [r for r in runs if r.status == "FINISHED" and r.per_query is not None and objective in r.per_query]
+    per_query = {run.run_id: run.per_query.set_index("qid")[objective].astype(float) for run in scored}
+    ranked = rank(per_query, alpha, seed=seed)
+    order = [*ranked.index, *(run.run_id for run in runs if run.run_id not in per_query)]
+    by_id = {run.run_id: run for run in runs}
+    described = pd.DataFrame(
+        {"config": [by_id[r].config for r in order], "status": [by_id[r].status for r in order]}, index=order
+    )
+    metrics = pd.DataFrame.from_dict({r: dict(by_id[r].metrics) for r in order}, orient="index").reindex(order)
+    costs = [c for c in COSTS if c in metrics.columns]
+    others = [c for c in metrics.columns if c not in costs and not c.startswith("type/")]
+    leaderboard = described.join(ranked).join(metrics[[*costs, *sorted(others)]])
+    leaderboard.index.name = "run_id"
+    prefix, suffix = "type/", f"/{objective}"
+    per_type = metrics[[c for c in metrics.columns if c.startswith(prefix) and c.endswith(suffix)]]
+    per_type = per_type.rename(columns=lambda c: c[len(prefix) : -len(suffix)]).loc[list(ranked.index)]
+    questions = (
+        scored[0].per_query.set_index("qid")[["question", "type"]]
+        if scored
+        else pd.DataFrame(columns=["question", "type"])
+    )
+    leader = ranked.index[0] if len(ranked) else None
+    return SweepResults(
+        objective=objective,
+        leaderboard=leaderboard,
+        per_type=per_type.sort_index(axis=1),
+        per_query=pd.DataFrame(per_query)[list(ranked.index)],
+        questions=questions,
+        differing=differing_keys({r: by_id[r].params for r in order}),
+        mde=minimum_detectable_effect(per_query, leader, alpha) if leader else float("nan"),
+        alpha=alpha,
+    )
+
+
+def rank(
+    per_query: Mapping[str, pd.Series],
+    alpha: float = ALPHA,
+    n_resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> pd.DataFrame:
+    """The statistical columns of the leaderboard, one row per run id (keys of `per_query`, each a
+    Series of the objective per question, NaN where undefined), best mean first (the earlier run
+    on equal means): mean, ci_low, ci_high, delta (vs the leader), p_value, p_holm,
+    tied_with_best, n."""
+    rows = {}
+    for run_id, values in per_query.items():
+        interval = bootstrap_ci(values.to_frame("v"), n_resamples=n_resamples, seed=seed).loc["v"]
+        rows[run_id] = {
+            "mean": interval["mean"],
+            "ci_low": interval["low"],
+            "ci_high": interval["high"],
+            "n": int(values.notna().sum()),
+        }
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=["mean", "ci_low", "ci_high", "n"])
+    table = table.sort_values("mean", ascending=False, kind="stable", na_position="last")
+    if not len(table) or table["mean"].isna().all():
+        return table.assign(delta=np.nan, p_value=np.nan, p_holm=np.nan, tied_with_best=False)
+    leader = table.index[0]
+    deltas = {run_id: paired_differences(per_query[leader], per_query[run_id]) for run_id in table.index[1:]}
+    p_values = pd.Series({run_id: randomization_p(d, n_resamples, seed) for run_id, d in deltas.items()}, dtype=float)
+    table["delta"] = table["mean"] - table.at[leader, "mean"]
+    table["p_value"] = p_values.reindex(table.index)
+    table["p_holm"] = pd.Series(holm(p_values.to_numpy()), index=p_values.index).reindex(table.index)
+    table.loc[leader, ["p_value", "p_holm"]] = 1.0
+    table["tied_with_best"] = table["p_holm"] >= alpha
+    return table
+
+
+def paired_differences(leader: pd.Series, other: pd.Series) -> np.ndarray:
+    """other - leader on the questions where both are defined."""
+    pair = pd.concat([leader, other], axis=1, keys=["leader", "other"], join="inner").dropna()
+    return (pair["other"] - pair["leader"]).to_numpy(dtype=float)
+
+
+def minimum_detectable_effect(
+    per_query: Mapping[str, pd.Series], leader: str, alpha: float = ALPHA, power: float = POWER
+) -> float:
+    """The MDE of the module docstring; NaN without a second finished configuration."""
+    spreads, sizes = [], []
+    for run_id, values in per_query.items():
+        if run_id == leader:
+            continue
+        d = paired_differences(per_query[leader], values)
+        if d.size >= 2:
+            spreads.append(d.std(ddof=1))
+            sizes.append(d.size)
+    if not spreads:
+        return float("nan")
+    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
+    return float(z * np.median(spreads) / np.sqrt(np.median(sizes)))
+
+
+def differing_keys(params: Mapping[str, Mapping[str, str]]) -> pd.DataFrame:
+    """run id x config key, only the keys whose values are not the same in every run (a key a
+    run lacks counts as different)."""
+    frame = pd.DataFrame.from_dict(dict(params), orient="index")
+    varies = [key for key in frame.columns if frame[key].nunique(dropna=False) > 1]
+    return frame[sorted(varies)]

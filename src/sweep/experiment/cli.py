@@ -1,0 +1,311 @@
+"""`python -m sweep`: the Hydra face of golden-sweep.
+
+Before Hydra runs anything, every combination on the command line is composed and checked
+(`preflight`): a typo, an unknown option or a bad value in any of them is one `error:` line and
+exit code 2, not a failure hours into a sweep. One configuration is one trial (`sweep.experiment.trial`);
+with `-m`, every combination is a trial under one parent run (`ParentRunCallback`). The task function returns the config's `objective`
+metric as a float, which is what Hydra sweepers (Optuna, Nevergrad, Ax) optimise. Errors
+follow one policy. Exit codes: 0 done; 2 bad input (one `error:` line; in a multirun a bad
+setting is found before anything runs); 1 a multirun in which some combination failed (each is a
+FAILED MLflow run with its error, the others still ran; one line each at the end), or whose
+parent run the tracking store refused (one line; nothing ran); 130 / 143
+SIGINT / SIGTERM (the run in progress and the sweep are marked KILLED, the leaderboard of what
+finished is logged).
+
+A sweep's combinations may run in parallel processes or on a Ray cluster (`hydra/launcher=joblib`,
+`hydra/launcher=ray`): the parent run stays in this process, and every job gets the parent's id
+and the tracking store through Hydra's `hydra.job.env_set` (`pass_to_jobs`), which the launcher
+composes into each job's config and applies around the task in whichever process runs it.
+`resume=true` reopens the sweep's last unfinished parent run and skips what finished in it
+(`sweep.tracking.resumable_sweep`, `sweep.experiment.trial`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra import compose, initialize_config_module
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra._internal.utils import get_args_parser
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Quote, QuotedString
+from hydra.errors import HydraException, MissingConfigException
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf.errors import OmegaConfBaseException
+
+from sweep import tracking
+from sweep.errors import (
+    InputError,
+    Interrupted,
+    bad_input,
+    exit_2_on_bad_input,
+    one_line,
+    raise_if_interrupted,
+    raise_on_signal,
+    report_bad_input,
+)
+from sweep.experiment.trial import RESUME, Trial, build_pipeline, check_settings, run_trial
+from sweep.reporting.console import default_console, print_calibration, print_evaluation, print_leaderboard, print_lines
+from sweep.settings import override_key, unknown_key
+
+log = logging.getLogger("sweep")
+CONSOLE = default_console()
+EXIT_FAILED = 1  # a sweep in which some combination failed, or that could not open its parent run
+SHOWN = ("recall_at_5", "mrr", "abstain/correct_rate", "latency/search_ms_p50")  # besides the objective
+
+
+def is_multirun() -> bool:
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def overrides() -> list[str]:
+    return without_resume(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def without_resume(overrides: Sequence[str]) -> list[str]:
+    """The overrides that say what is measured: with or without `resume=true`, the same combinations."""
+    return [o for o in overrides if override_key(o) != RESUME]
+
+
+def choices() -> dict[str, str]:
+    """Each config group's chosen option (`{"index": "hnsw", ...}`), Hydra's own groups left out."""
+    if not HydraConfig.initialized():
+        return {}
+    chosen = HydraConfig.get().runtime.choices
+    return {group: str(option) for group, option in chosen.items() if not group.startswith("hydra")}
+
+
+def main() -> None:
+    """Check the command line, run it; a signal stops the sweep as described in `stop`."""
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, raise_on_signal)
+    combinations = 0
+    try:
+        sys.argv[1:] = connecting_to_a_ray_cluster(maximizing(sys.argv[1:]))
+        combinations = preflight(sys.argv[1:])
+        hydra_main()
+        raise_if_interrupted()  # a signal a library swallowed during the last combination
+    except (Interrupted, KeyboardInterrupt) as interrupted:
+        stop(interrupted if isinstance(interrupted, Interrupted) else Interrupted("SIGINT", 130), combinations)
+
+
+def stop(interrupted: Interrupted, combinations: int) -> None:
+    """The trial in progress is already KILLED (`tracking.trial_run`); close the sweep's parent
+    run KILLED with the leaderboard of what finished, say so in one line, exit 128 + signal."""
+    for number in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut this short
+        signal.signal(number, signal.SIG_IGN)
+    try:
+        summary = tracking.finish_sweep(interrupted)
+    except Exception as error:  # the signal cut into MLflow's own write; the next sweep marks the runs KILLED
+        log.warning("could not close the sweep's run (%s)", error)
+        summary = None
+    if summary is None:
+        print(f"error: {interrupted}; the run in progress is marked KILLED", file=sys.stderr)
+    else:
+        done = 0 if summary.results is None else int((summary.results.leaderboard["status"] == "FINISHED").sum())
+        print(
+            f"error: {interrupted}: {done} of {combinations} combinations finished; the sweep is marked KILLED",
+            file=sys.stderr,
+        )
+    raise SystemExit(interrupted.exit_code)
+
+
+def maximizing(argv: Sequence[str]) -> list[str]:
+    """`hydra/sweeper=optuna` maximises the objective unless the command line says otherwise: the
+    plugin minimises by default, and the objective (like the leaderboard) is higher-is-better."""
+    if "hydra/sweeper=optuna" in argv and not any(a.startswith("hydra.sweeper.direction=") for a in argv):
+        return [*argv, "hydra.sweeper.direction=maximize"]
+    return list(argv)
+
+
+def connecting_to_a_ray_cluster(argv: Sequence[str]) -> list[str]:
+    """`hydra/launcher=ray` with a cluster's address: hydra-ray-launcher 1.2.2 passes
+    `object_store_memory` to `ray.init` unless told a value, and Ray refuses it when joining a
+    cluster that is already running; null leaves it to the cluster."""
+    joins = any(a.startswith("hydra.launcher.ray.init.address=") for a in argv) or "RAY_ADDRESS" in os.environ
+    told = any("hydra.launcher.ray.init.object_store_memory=" in a for a in argv)
+    if "hydra/launcher=ray" in argv and joins and not told:
+        return [*argv, "+hydra.launcher.ray.init.object_store_memory=null"]
+    return list(argv)
+
+
+@exit_2_on_bad_input
+def preflight(argv: Sequence[str]) -> int:
+    """Compose and check every combination the command line asks for, as Hydra will; how many."""
+    args, _ = get_args_parser().parse_known_args(argv)
+    asks_something_else = args.help or args.hydra_help or args.info or args.cfg or args.shell_completion
+    other_config = args.config_path or args.config_dir or args.config_name or args.experimental_rerun
+    if asks_something_else or other_config:
+        return 0
+    parser = OverridesParser.create()
+    for override in args.overrides:
+        try:
+            parser.parse_overrides([override])
+        except HydraException as error:
+            raise InputError(f"{override}: cannot be read as an override ({joined_lines(error)})") from None
+    parsed = parser.parse_overrides(args.overrides)
+    if args.multirun and any(o.get_key_element().startswith(("hydra/sweeper", "hydra.sweeper")) for o in parsed):
+        return 0  # another sweeper chooses the combinations; each is checked when it runs
+    combinations = BasicSweeper.split_arguments(parsed, None)[0] if args.multirun else [list(args.overrides)]
+    with initialize_config_module(version_base="1.3", config_module="sweep.conf"):
+        for combination in combinations:
+            where = f" (in the combination {' '.join(combination)})" if len(combinations) > 1 else ""
+            try:
+                cfg = compose("config", overrides=combination)
+                check_settings(cfg)
+                if cfg.resume and not args.multirun:
+                    raise InputError("resume=true resumes a sweep: add -m (a single run has nothing to resume)")
+                build_pipeline(cfg)  # cheap (nothing loads yet), and it checks what spans settings
+            except Exception as error:
+                cause = bad_input(error)  # also when Hydra wraps what a constructor raised
+                if cause is not None:
+                    raise InputError(f"{cause}{where}") from None
+                if isinstance(error, (HydraException, OmegaConfBaseException)):
+                    raise InputError(composition_error(error, combination) + where) from None
+                raise
+    return len(combinations)
+
+
+def composition_error(error: Exception, overrides: Sequence[str]) -> str:
+    """Hydra's several-line composition errors as one line."""
+    if isinstance(error, MissingConfigException) and error.missing_cfg_file and error.options is not None:
+        group, _, option = error.missing_cfg_file.rpartition("/")
+        hint = "; pip install 'golden-sweep[scale]' for joblib and ray" if group == "hydra/launcher" else ""
+        return f"{group}={option}: no such option (the options: {', '.join(error.options)}){hint}"
+    unknown = re.match(r"Could not override '(.+?)'", str(error))
+    if unknown:
+        key = unknown.group(1)
+        parent = key.rpartition(".")[0]
+        others = [o for o in overrides if override_key(o) != key]
+        base = compose("config", overrides=others)
+        node = OmegaConf.select(base, parent) if parent else base
+        known = [str(k) for k in node.keys() if not str(k).startswith("_")] if isinstance(node, DictConfig) else []
+        return f"{unknown_key(key, known)}; to add a key of your own: +{key}=..."
+    return joined_lines(error)
+
+
+def joined_lines(error: Exception) -> str:
+    """A several-line Hydra message on one line, without its debugging lines."""
+    lines = [line.strip() for line in str(error).splitlines()]
+    return "; ".join(
+        line for line in lines if line and not line.startswith(("full_key:", "object_type=", "See https://"))
+    )
+
+
+@hydra.main(version_base="1.3", config_path="pkg://sweep.conf", config_name="config")
+def hydra_main(cfg: DictConfig) -> float | None:
+    return task(cfg)
+
+
+@exit_2_on_bad_input
+def task(cfg: DictConfig) -> float | None:
+    """The trial's objective; NaN for a combination of a multirun that failed (None under Optuna:
+    hydra-optuna-sweeper 1.3.0 stops the whole sweep on NaN, hydra#2237, and marks a trial that
+    returned None FAIL and goes on)."""
+    raise_if_interrupted()  # no next combination after a signal, even one a library swallowed
+    try:
+        trial = run_trial(cfg, choices(), overrides())
+    except Exception as error:
+        if not is_multirun():
+            raise
+        cause = bad_input(error)
+        if cause is not None:
+            log.error("%s", cause)  # the job's log file
+            report_bad_input(cause)
+        else:
+            log.exception("this combination failed; the sweep goes on")
+        optuna = str(HydraConfig.get().sweeper.get("_target_", "")).startswith("hydra_plugins.hydra_optuna_sweeper")
+        return None if optuna else math.nan
+    show(trial, cfg.objective)
+    return trial.objective
+
+
+def show(trial: Trial, objective: str) -> None:
+    """A multirun logs one line per combination; a single run prints its report."""
+    if trial.evaluation is None:
+        log.info(
+            "%s: finished before, in run %s: %s %.4f (resume)",
+            " ".join(overrides()) or "default", trial.mlflow_run.run_id, objective, trial.objective,
+        )  # fmt: skip
+        return
+    mean = trial.evaluation.mean
+    if is_multirun():
+        headline = ", ".join(f"{k} {mean[k]:.4f}" for k in dict.fromkeys([objective, *SHOWN]) if k in mean)
+        log.info("%s: %s", " ".join(overrides()) or "default", headline)
+        return
+    print_evaluation(trial.evaluation, console=CONSOLE)
+    if trial.calibration is not None:
+        print_calibration(trial.calibration, console=CONSOLE)
+    print_lines(tracking.ui_hint(trial.mlflow_run.experiment_id), console=CONSOLE)
+
+
+def pass_to_jobs(config: DictConfig, environment: dict[str, str]) -> None:
+    """Set `environment` in every job of the sweep `config`, in whichever process or machine it
+    runs: as `hydra.job.env_set` overrides, from which the launcher composes each job's config."""
+    with read_write(config), open_dict(config):
+        for name, value in environment.items():
+            config.hydra.overrides.hydra.append(f"++hydra.job.env_set.{name}={quoted(value)}")
+
+
+def quoted(value: str) -> str:
+    """`value` as a quoted Hydra override value: a quote, the backslashes before a quote or the end,
+    and `${` (an interpolation) are escaped."""
+    interpolations_escaped = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", value)
+    return QuotedString(text=interpolations_escaped, quote=Quote.single).with_quotes()  # Hydra escapes the rest
+
+
+class ParentRunCallback(Callback):
+    """Opens the sweep's parent run before the first combination, and logs the leaderboard and
+    closes it after the last."""
+
+    @exit_2_on_bad_input  # e.g. an unreachable tracking server: before any combination runs
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            parent = tracking.start_sweep(
+                config.experiment, without_resume(config.hydra.overrides.task), config.objective, config.resume is True
+            )
+        except Exception as error:  # Hydra would only warn, and run every combination outside the sweep
+            if bad_input(error) is not None:
+                raise
+            print(
+                f"error: cannot open the sweep's run at {tracking.tracking_uri()} ({one_line(error)})", file=sys.stderr
+            )
+            raise SystemExit(EXIT_FAILED) from None
+        pass_to_jobs(config, tracking.job_environment(parent))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """The leaderboard; then, if combinations failed, one line each and exit code 1."""
+        raise_if_interrupted()  # the sweep was stopped, not finished: `stop` closes it
+        summary = tracking.finish_sweep()
+        if summary is None:
+            return
+        if summary.results is not None:
+            print_leaderboard(summary.results, console=CONSOLE)
+        if summary.report is not None:
+            report = Path(config.hydra.sweep.dir) / tracking.REPORT
+            report.parent.mkdir(parents=True, exist_ok=True)
+            report.write_text(summary.report)
+            print_lines([f"Report: {report} (also the sweep run's artifact {tracking.REPORT})"], console=CONSOLE)
+        print_lines(
+            [f"Sweep run: {summary.parent_id} (what sweep.best --sweep, sweep.pool --sweep and sweep.compare take)"],
+            console=CONSOLE,
+        )
+        print_lines(tracking.ui_hint(summary.experiment_id), console=CONSOLE)
+        if summary.failed:
+            n = len(summary.results.leaderboard) if summary.results is not None else len(summary.failed)
+            print(f"error: {len(summary.failed)} of {n} combinations failed:", file=sys.stderr)
+            for combination, error in summary.failed:
+                print(f"  {combination}: {error}", file=sys.stderr)
+            raise SystemExit(EXIT_FAILED)

@@ -1,0 +1,215 @@
+"""One configuration, end to end: load → pipeline → score → calibrate → log.
+
+    from sweep.experiment.trial import run_trial
+    trial = run_trial(cfg)            # cfg: the composed config (conf/config.yaml)
+
+Every trial is one MLflow run (`sweep.tracking`); whatever goes wrong inside it is recorded on
+that run before it goes on up. Nothing here knows about Hydra's command line (`sweep.experiment.cli`).
+
+`resume=true` in a sweep: a combination with a FINISHED run among the sweep's children, tagged
+with the same config digest and scored on the same corpus and golden set, is not run again; its
+run and objective stand for it. Only that check loads the data before the run starts; an earlier
+run of the combination that did not finish (or was scored on other data) is marked superseded by
+the new one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+from sweep import tracking
+from sweep.evaluation import DEFAULT_METRICS, Evaluation, score
+from sweep.evaluation.abstention import Calibration, calibrate
+from sweep.evaluation.context import DEFAULT_CUTOFFS, score_contexts
+from sweep.formats.corpus import ID_SCHEMES, Corpus, load_corpus
+from sweep.formats.golden import GoldenSet, load_golden
+from sweep.retrieval.pipeline import Pipeline
+from sweep.settings import Cutoffs, Exists, NonEmpty, OneOf, Range, check_config
+
+log = logging.getLogger(__name__)
+METRIC = OneOf(DEFAULT_METRICS)
+RESUME = "resume"  # how a sweep is run, not what it measures: left out of run names, overrides tags and digests
+NO_RESULT_KEYS = (RESUME, "cache_dir")  # settings that change no measurement (nor do values that refer to them)
+
+
+@dataclass
+class AbstainSettings:
+    min_score: float | None = None  # return nothing when the top score is below this
+    calibrate_on: Annotated[str, METRIC] = "recall_at_5"  # the metric shown along the abstention curve
+
+
+@dataclass
+class GoldenSettings:
+    path: Annotated[str, Exists()]  # questions: JSONL, YAML, TREC qrels, a BEIR or chunking-benchmark folder
+    corpus: Annotated[str, Exists()]  # documents: JSONL, a BEIR folder or a folder of .md/.txt/.html/.pdf
+    split: Annotated[str, NonEmpty()] = "test"  # a BEIR folder's qrels/<split>.tsv
+    corpus_ids: Annotated[str, OneOf(ID_SCHEMES)] = "path"  # a folder's document ids: relative path or file stem
+
+
+@dataclass
+class ContextSettings:
+    k: Annotated[list[int], Cutoffs()] = field(default_factory=lambda: list(DEFAULT_CUTOFFS))  # chunks per question
+
+
+@dataclass
+class JudgedSettings:
+    floor: Annotated[float, Range(0, 1)] = 0.5  # warn when answerable questions' judged_at_10 is below this
+
+
+@dataclass
+class Settings:
+    """The top-level settings of conf/config.yaml; the groups' settings are their classes'."""
+
+    chunk: int = 200  # checked where it is used: chunking.size
+    objective: Annotated[str, METRIC] = "ndcg_at_10"
+    depth: Annotated[int, Range(1, 100_000)] = 100
+    chunk_depth: Annotated[int, Range(1, 1_000_000)] = 400
+    abstain: AbstainSettings = field(default_factory=AbstainSettings)
+    context: ContextSettings = field(default_factory=ContextSettings)
+    judged: JudgedSettings = field(default_factory=JudgedSettings)
+    golden: GoldenSettings | None = None
+    experiment: Annotated[str, NonEmpty()] = "golden-sweep"
+    cache_dir: Annotated[str, NonEmpty()] = ".cache/golden-sweep"
+    resume: bool = False  # a sweep skips the combinations that finished in its last, unfinished run
+
+
+@dataclass(frozen=True)
+class Trial:
+    mlflow_run: tracking.RunIds
+    evaluation: Evaluation | None  # None: a resumed sweep's combination that had finished (its earlier run)
+    calibration: Calibration | None  # None: the golden set has no unanswerable (or no answerable) question
+    objective: float  # the mean of the config's `objective` metric
+
+
+def build_pipeline(cfg: DictConfig) -> Pipeline:
+    """Every component from its config group; the retriever (`model`) composes its own parts."""
+    return Pipeline(
+        chunker=instantiate(cfg.chunking),
+        retriever=instantiate(cfg.model),
+        filter=instantiate(cfg.filter, _convert_="all"),  # plain dicts and lists for the filter values
+        reranker=instantiate(cfg.reranker),
+        depth=cfg.depth,
+        chunk_depth=cfg.chunk_depth,
+        context_depth=max(cfg.context.k),
+        min_score=cfg.abstain.min_score,
+    )
+
+
+def load_data(cfg: DictConfig) -> tuple[Corpus, GoldenSet]:
+    """The corpus and the golden set `cfg.golden` names, the evidence resolved against the corpus."""
+    corpus = load_corpus(cfg.golden.corpus, ids=cfg.golden.corpus_ids)
+    return corpus, load_golden(cfg.golden.path, corpus, split=cfg.golden.split)
+
+
+def combination_digest(cfg: DictConfig) -> str | None:
+    """`tracking.config_digest` of `cfg` with the settings that change no measurement set aside
+    (`NO_RESULT_KEYS`, also where other values refer to them, as the cache's folder); None when
+    `cfg` cannot be resolved (the run records why)."""
+    measured = cfg.copy()
+    try:
+        with open_dict(measured):
+            for key in NO_RESULT_KEYS:
+                measured[key] = None
+        return tracking.config_digest(OmegaConf.to_container(measured, resolve=True))
+    except OmegaConfBaseException:
+        return None
+
+
+def finished_on_the_same_data(
+    cfg: DictConfig, earlier: Sequence[tracking.LoggedRun]
+) -> tuple[tuple[Corpus, GoldenSet] | None, tracking.LoggedRun | None]:
+    """The data `cfg` names, loaded, and the first of the `earlier` runs that FINISHED on the
+    same corpus and golden set (by their digests), or None."""
+    try:
+        corpus, golden = load_data(cfg)
+    except Exception:  # nothing to compare with: the run loads the data again and records why it cannot
+        return None, None
+    digests = tracking.data_digests(golden, corpus)
+    same_data = (r for r in earlier if r.status == "FINISHED" and all(r.tags.get(k) == v for k, v in digests.items()))
+    return (corpus, golden), next(same_data, None)
+
+
+def check_settings(cfg: DictConfig) -> None:
+    """Every value before any work: one line naming the first bad one."""
+    check_config(cfg, Settings)
+
+
+def warn_about_costly_settings(cfg: DictConfig) -> None:
+    """Values that are allowed but quietly cost quality or time."""
+    if cfg.chunk_depth < cfg.depth:
+        log.warning(
+            "chunk_depth=%d is smaller than depth=%d: at most %d documents can be ranked, so metrics at deeper cutoffs are capped",
+            cfg.chunk_depth, cfg.depth, cfg.chunk_depth,
+        )  # fmt: skip
+    nprobe, nlist = OmegaConf.select(cfg, "model.index.nprobe"), OmegaConf.select(cfg, "model.index.nlist")
+    if nprobe is not None and nlist is not None and nprobe > nlist:
+        log.warning("index.nprobe=%d is larger than index.nlist=%d: it searches all %d lists", nprobe, nlist, nlist)
+    candidates = OmegaConf.select(cfg, "reranker.candidates")
+    if candidates is not None and candidates > cfg.chunk_depth:
+        log.warning("reranker.candidates=%d: only chunk_depth=%d hits reach the reranker", candidates, cfg.chunk_depth)
+
+
+def warn_about_holes(evaluation: Evaluation, floor: float, metric: str = "judged_at_10") -> None:
+    """Questions whose top documents are mostly unjudged: their metrics count those documents as
+    irrelevant, so they may undercount this configuration (holes in the golden set)."""
+    if metric not in evaluation.per_query.columns:
+        return
+    values = evaluation.answerable[metric].dropna()
+    below = int((values < floor).sum())
+    if below:
+        log.warning(
+            "%d of %d answerable questions have %s below %g: most of their top documents were never judged and "
+            "count as irrelevant; pool and label them (python -m sweep.pool, python -m sweep.label)",
+            below, len(values), metric, floor,
+        )  # fmt: skip
+
+
+def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrides: Sequence[str] = ()) -> Trial:
+    """Evaluate the configuration `cfg` and log it as an MLflow run, or, in a resumed sweep,
+    return the run in which it already finished. `choices`: each config group's chosen option
+    (logged as params); `overrides`: the command line that gave `cfg`."""
+    name = " ".join(overrides) or "default"
+    digest = combination_digest(cfg)
+    earlier = tracking.earlier_runs(digest) if digest and cfg.get(RESUME) is True else []
+    data = None
+    if any(run.status == "FINISHED" for run in earlier):
+        data, done = finished_on_the_same_data(cfg, earlier)
+        if done is not None:
+            objective = done.metrics.get(tracking.metric_key(cfg.objective), math.nan)
+            return Trial(tracking.RunIds(done.run_id, done.experiment_id), None, None, objective)
+    with tracking.trial_run(cfg.experiment, name, {tracking.CONFIG_DIGEST: digest} if digest else None) as mlflow_run:
+        tracking.supersede(earlier, mlflow_run.run_id)
+        check_settings(cfg)
+        warn_about_costly_settings(cfg)
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+        resolved.pop(RESUME, None)  # how the sweep ran, not what this run measured: the same for all its children
+        tracking.log_config(resolved, overrides, choices or {})
+        pipeline = build_pipeline(cfg)  # cheap: models load when the pipeline first needs them
+        corpus, golden = data or load_data(cfg)
+        tracking.log_golden_input(golden, corpus)
+        retrieval = pipeline.retrieve(corpus, golden, name=name)
+        start = time.perf_counter()
+        evaluation = score(golden, retrieval.results)
+        metrics_s, start = time.perf_counter() - start, time.perf_counter()
+        context = score_contexts(golden, retrieval.contexts, retrieval.chunks, corpus, cfg.context.k)
+        evaluation = evaluation.with_context(context)
+        warn_about_holes(evaluation, cfg.judged.floor)
+        timings = {"time/metrics_s": metrics_s, "time/context_metrics_s": time.perf_counter() - start}
+        tracking.log_stats(retrieval.stats | timings)
+        tracking.log_evaluation(evaluation)
+        tracking.log_plots(evaluation)
+        calibration = calibrate(evaluation, cfg.abstain.calibrate_on)
+        if calibration is not None:
+            tracking.log_calibration(calibration)
+        tracking.log_results(retrieval.results)
+        tracking.log_delivered_chunks(retrieval.delivered_chunks())
+    return Trial(mlflow_run, evaluation, calibration, evaluation.mean[cfg.objective])

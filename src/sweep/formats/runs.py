@@ -1,0 +1,262 @@
+"""Runs: what a retrieval system returned for each query, in rank order.
+
+A run read from a file is ordered as trec_eval orders it (score descending, then document
+id descending; the rank column is ignored). A run built by the pipeline keeps the
+retriever's order. Either way a document appears at most once per query.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import chain
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sweep.errors import InputError, where
+from sweep.formats.records import (
+    TREC_RUN_COLUMNS,
+    FirstSeen,
+    check_keys,
+    json_lines,
+    read_trec_run_columns,
+    repeats_within,
+    sniff,
+    text_lines,
+    trec_order,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Run:
+    """`frame` has columns qid and docid (categorical) and score; each query's rows are
+    contiguous and in rank order."""
+
+    frame: pd.DataFrame
+    name: str = "run"
+
+    # ------------------------------------------------------------ construction
+
+    @classmethod
+    def from_ranked(cls, rankings: Mapping[str, Sequence[tuple[str, float]]], name: str = "run") -> Run:
+        """Results in the retriever's order; a repeated document keeps its first position."""
+        qids = [qid for qid, hits in rankings.items() for _ in hits]
+        docs = [doc for hits in rankings.values() for doc, _ in hits]
+        scores = [float(score) for hits in rankings.values() for _, score in hits]
+        frame = _frame(qids, docs, scores)
+        return cls(_drop_repeats(frame, name), name)
+
+    @classmethod
+    def from_scored(cls, frame: pd.DataFrame, name: str = "run") -> Run:
+        """Order each query's documents as trec_eval does: score descending, then doc id descending."""
+        frame = _categorical(frame)
+        doc_codes = frame["docid"].cat.codes.to_numpy(np.int64)  # categories are sorted, so codes order ids
+        order = trec_order(
+            frame["qid"].cat.codes.to_numpy(np.int64), frame["score"].to_numpy(), lambda rows: doc_codes[rows]
+        )
+        if order is not None:
+            frame = frame.iloc[order].reset_index(drop=True)
+        return cls(_drop_repeats(frame, name), name)
+
+    @classmethod
+    def from_dict(cls, run: Mapping[str, Mapping[str, float]], name: str = "run") -> Run:
+        """{qid: {docid: score}}, the shape pytrec_eval and ranx take; ordered as trec_eval orders it."""
+        qids = list(run)
+        sizes = np.fromiter((len(docs) for docs in run.values()), np.int64, len(qids))
+        docs = np.fromiter(chain.from_iterable(run.values()), object, int(sizes.sum()))
+        scores = np.fromiter(chain.from_iterable(hits.values() for hits in run.values()), float, len(docs))
+        doc_codes, doc_ids = pd.factorize(docs, sort=True)
+        qid_order = np.argsort(np.array(qids, dtype=object))
+        qid_codes = np.repeat(np.argsort(qid_order), sizes)
+        frame = pd.DataFrame(
+            {
+                "qid": pd.Categorical.from_codes(qid_codes, pd.Index(qids, dtype="str")[qid_order]),
+                "docid": pd.Categorical.from_codes(doc_codes, pd.Index(doc_ids, dtype="str")),
+                "score": scores,
+            }
+        )
+        return cls.from_scored(frame, name)
+
+    @classmethod
+    def read(cls, path: str | Path) -> Run:
+        """A TREC run (`qid Q0 docid rank score tag`) or JSONL (`{"id": qid, "results": [[docid, score], ...]}`)."""
+        path = Path(path)
+        if path.is_dir():
+            raise InputError(f"{path}: is a directory, not a run file")
+        if not path.is_file():
+            raise InputError(f"{path}: no such file")
+        kind = sniff(path)
+        if kind == "yaml":
+            raise InputError(f"{path}: a run is a TREC run file or JSON Lines, not YAML")
+        reader = _read_jsonl if kind == "jsonl" else _read_trec
+        return cls.from_scored(reader(path), name=str(path))
+
+    # ------------------------------------------------------------ views
+
+    @cached_property
+    def qids(self) -> pd.Index:
+        """Queries with at least one result, in the run's order."""
+        return pd.Index(self.frame["qid"].unique().astype(object), dtype=object)
+
+    def rankings(self, limit: int | None = None) -> dict[str, list[tuple[str, float]]]:
+        """qid -> [(docid, score), ...] in rank order, at most `limit` per query."""
+        frame = self.frame if limit is None else self.frame.groupby("qid", observed=True, sort=False).head(limit)
+        out: dict[str, list[tuple[str, float]]] = {}
+        for qid, doc, score in zip(frame["qid"].astype(object), frame["docid"].astype(object), frame["score"]):
+            out.setdefault(qid, []).append((doc, float(score)))
+        return out
+
+    def restrict(self, qids: pd.Index) -> Run:
+        keep = self.frame["qid"].astype(object).isin(qids)
+        return Run(self.frame[keep].reset_index(drop=True), self.name)
+
+    def to_trec(self, path: str | Path, tag: str = "golden-sweep") -> None:
+        frame = self.frame
+        if frame.empty:  # every question abstained: an empty run file, as trec_eval reads it
+            Path(path).write_text("", encoding="utf-8")
+            return
+        rank = frame.groupby("qid", observed=True, sort=False).cumcount() + 1
+        lines = (
+            frame["qid"].astype(str)
+            + " Q0 "
+            + frame["docid"].astype(str)
+            + " "
+            + rank.astype(str)
+            + " "
+            + frame["score"].map(repr)
+            + f" {tag}\n"
+        )
+        Path(path).write_text("".join(lines), encoding="utf-8")
+
+
+def _frame(qids: Iterable[str], docs: Iterable[str], scores: Iterable[float]) -> pd.DataFrame:
+    frame = pd.DataFrame({"qid": list(qids), "docid": list(docs), "score": np.asarray(list(scores), dtype=float)})
+    return _categorical(frame)
+
+
+def _categorical(frame: pd.DataFrame) -> pd.DataFrame:
+    """qid and docid as categoricals with sorted categories (codes then order ids as strings)."""
+    out = pd.DataFrame(index=frame.index)
+    for column in ("qid", "docid"):
+        values = frame[column]
+        if not isinstance(values.dtype, pd.CategoricalDtype):
+            values = values.astype(str).astype("category")  # inferred categories come out sorted
+        elif not values.cat.categories.is_monotonic_increasing:
+            values = values.cat.reorder_categories(values.cat.categories.sort_values())
+        out[column] = values
+    out["score"] = frame["score"].astype(float)
+    return out
+
+
+def _drop_repeats(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Keep each (query, document) once, at its first (best) position; warn once."""
+    qids, docs = frame["qid"].cat.codes.to_numpy(), frame["docid"].cat.codes.to_numpy()
+    if not repeats_within(qids, docs, len(frame["docid"].cat.categories)):  # the usual case, without hashing
+        return frame
+    repeated = pd.DataFrame({"qid": qids, "docid": docs}).duplicated().to_numpy()
+    first = frame[repeated].iloc[0]
+    log.warning(
+        "%s: document %r listed more than once for query %r (%d repeats in all); kept its best-ranked entry",
+        name,
+        first["docid"],
+        first["qid"],
+        int(repeated.sum()),
+    )
+    return frame[~repeated].reset_index(drop=True)
+
+
+def _read_trec(path: Path) -> pd.DataFrame:
+    """Fastest reader that accepts the file: pyarrow's multithreaded parser for single-delimited
+    files (the common case), pandas' C parser for runs of whitespace, and the line-by-line parser
+    for anything both reject, which either names the bad line or reads what trec_eval reads."""
+    columns = read_trec_run_columns(path)
+    if columns is not None:
+        return pd.DataFrame(
+            {name: pd.Categorical.from_codes(columns[name].codes, columns[name].values) for name in ("qid", "docid")}
+            | {"score": columns["score"]}
+        )
+    try:
+        frame = _read_trec_pandas(path)
+    except ValueError:  # pandas' ParserError and UnicodeDecodeError are ValueErrors
+        return _read_trec_lines(path)
+    if frame.empty:
+        raise InputError(f"{path}: empty file")
+    if frame.isna().any().any() or not np.isfinite(frame["score"]).all():
+        return _read_trec_lines(path)  # it names the line
+    return frame
+
+
+def _read_trec_pandas(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(
+            path,
+            sep=r"\s+",
+            header=None,
+            names=TREC_RUN_COLUMNS,
+            usecols=["qid", "docid", "score", "tag"],
+            dtype={"qid": str, "docid": str, "tag": str, "score": float},  # str: "007" stays "007"
+            engine="c",
+            encoding="utf-8",
+        )
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{path}: empty file") from None
+
+
+def _read_trec_lines(path: Path) -> pd.DataFrame:
+    qids, docs, scores = [], [], []
+    for number, line in text_lines(path):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) < len(TREC_RUN_COLUMNS):
+            raise InputError(
+                f"{where(path, number)}: expected 6 fields 'qid Q0 docid rank score tag', found {len(fields)}"
+            )
+        score = _number(fields[4], where(path, number))
+        if not np.isfinite(score):
+            raise InputError(f"{where(path, number)}: score is {fields[4]}; scores must be finite numbers")
+        qids.append(fields[0])
+        docs.append(fields[2])
+        scores.append(score)
+    if not qids:
+        raise InputError(f"{path}: empty file")
+    return pd.DataFrame({"qid": qids, "docid": docs, "score": scores})
+
+
+def _number(text: str, at: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{at}: score {text!r} is not a number") from None
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    qids, docs, scores = [], [], []
+    seen = FirstSeen()
+    for number, record in json_lines(path):
+        at = where(path, number)
+        if isinstance(record, dict):
+            check_keys(record, ("id", "results"), at, "a result line")
+        if not isinstance(record, dict) or "id" not in record or not isinstance(record.get("results"), list):
+            raise InputError(f'{at}: expected {{"id": qid, "results": [[docid, score], ...]}}')
+        qid = str(record["id"])
+        seen.add(qid, path, number, "query id")
+        for hit in record["results"]:
+            if not (isinstance(hit, (list, tuple)) and len(hit) == 2 and isinstance(hit[0], (str, int))):
+                raise InputError(f"{at}: query {qid!r}: result {hit!r} is not a [docid, score] pair")
+            score = hit[1]
+            if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+                raise InputError(f"{at}: query {qid!r}: score {score!r} of {hit[0]!r} is not a finite number")
+            qids.append(qid)
+            docs.append(str(hit[0]))
+            scores.append(float(score))
+    if not seen:
+        raise InputError(f"{path}: empty file")
+    return _frame(qids, docs, scores)

@@ -1,0 +1,1 @@
+"""What a person reads: console tables and the sweep report."""

@@ -1,0 +1,221 @@
+"""Readable console tables: headline metrics with intervals, per-type means, worst questions,
+the abstention calibration's suggestion, and a sweep's leaderboard."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Sequence
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from sweep.evaluation import Evaluation
+from sweep.evaluation.abstention import Calibration
+from sweep.evaluation.context import CONTEXT_N, PER_CUTOFF, PRECISION_OMEGA
+from sweep.evaluation.leaderboard import SweepResults
+from sweep.evaluation.significance import bootstrap_ci
+from sweep.formats.golden import doc_grades
+
+
+def default_console() -> Console:
+    """The terminal's width on a terminal; 140 columns in a file or pipe, where rich would use 80."""
+    return Console() if sys.stdout.isatty() else Console(width=140)
+
+
+CELL_LIMIT = 300  # characters a table cell shows; the artifacts keep the whole text
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return "-" if math.isnan(value) else f"{value:.4f}"
+    return _cell(str(value))
+
+
+def _cell(text: str) -> str:
+    """At most CELL_LIMIT characters: laying out a megabyte question would stall the console."""
+    return text if len(text) <= CELL_LIMIT else f"{text[:CELL_LIMIT]}… ({len(text):,} characters)"
+
+
+def overall_table(evaluation: Evaluation, title: str = "Overall", n_resamples: int = 1000) -> Table:
+    answerable = evaluation.answerable
+    intervals = bootstrap_ci(answerable[list(evaluation.metrics)], n_resamples=n_resamples)
+    frame = evaluation.per_query
+    table = Table(
+        title=f"{title}: {int(frame['answerable'].sum())} answerable, {int((~frame['answerable']).sum())} unanswerable",
+        title_justify="left",
+    )
+    table.add_column("metric", no_wrap=True)
+    table.add_column("mean", justify="right")
+    table.add_column("95% CI", justify="right")
+    for name, row in intervals.iterrows():
+        table.add_row(name, _fmt(row["mean"]), f"[{_fmt(row['low'])}, {_fmt(row['high'])}]")
+    for name, value in evaluation.abstention.items():
+        table.add_row(name, _fmt(value), "")
+    return table
+
+
+def frame_table(frame: pd.DataFrame, title: str, index_name: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column(index_name or frame.index.name or "")
+    for column in frame.columns:
+        table.add_column(str(column), justify="right")
+    for key, row in zip(frame.index, frame.itertuples(index=False)):  # itertuples keeps each column's type
+        table.add_row(_cell(str(key)), *(_fmt(v) for v in row))
+    return table
+
+
+def columns_as_rows(frame: pd.DataFrame, title: str) -> Table:
+    """One row per column of `frame` (e.g. metrics) and one column per index value (e.g. types)."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric", no_wrap=True)
+    for key in frame.index:
+        table.add_column(str(key), justify="right")
+    for column in frame.columns:
+        table.add_row(str(column), *(_fmt(v) for v in frame[column].tolist()))
+    return table
+
+
+def worst_table(worst: pd.DataFrame, metric: str) -> Table:
+    table = Table(title=f"Worst questions by {metric}", title_justify="left")
+    for column in ("qid", metric, "type", "question", "relevant", "retrieved (doc:grade)"):
+        table.add_column(column, overflow="fold")
+    for qid, row in worst.iterrows():
+        table.add_row(
+            _cell(str(qid)),
+            _fmt(row[metric]),
+            _cell(row["type"]),
+            _cell(row["question"]),
+            _cell(doc_grades(row["relevant"])),
+            _cell(doc_grades(row["retrieved"])) or "(nothing)",
+        )
+    return table
+
+
+def context_tables(evaluation: Evaluation, worst: int = 5) -> list[Table]:
+    """Context metrics per k, per question type at the largest k, and the questions whose
+    chunks missed the most evidence (with the text they missed)."""
+    context = evaluation.context
+    if context is None or not len(context.frame):
+        return []
+    mean = evaluation.mean
+    per_k = pd.DataFrame(
+        {name: [mean[f"context/{name}_at_{k}"] for k in context.cutoffs] for name in PER_CUTOFF},
+        index=pd.Index(context.cutoffs, name="k"),
+    )
+    tables = [
+        frame_table(
+            per_k,
+            f"Context: the top k chunks of {int(mean[CONTEXT_N])} questions with evidence "
+            f"(precision_omega {mean[PRECISION_OMEGA]:.4f}: the ceiling this chunking allows)",
+        )
+    ]
+    largest = context.cutoffs[-1]
+    columns = [CONTEXT_N, *(f"context/{name}_at_{largest}" for name in PER_CUTOFF), PRECISION_OMEGA]
+    by_type = evaluation.by("type")[columns].rename(columns=lambda c: c.removeprefix("context/")).astype({"n": int})
+    tables.append(frame_table(by_type[by_type["n"] > 0], f"Context per question type, k={largest}", "type"))
+    if worst:
+        metric = context.recall_at_largest
+        table = Table(title=f"Worst questions by {metric}", title_justify="left")
+        for column in ("qid", metric, "type", "question", "missing evidence"):
+            table.add_column(column, overflow="fold")
+        for qid, row in evaluation.worst_context(worst).iterrows():
+            table.add_row(
+                _cell(str(qid)),
+                _fmt(row[metric]),
+                _cell(row["type"]),
+                _cell(row["question"]),
+                _cell(row["missing"]) or "(none)",
+            )
+        tables.append(table)
+    return tables
+
+
+def print_evaluation(
+    evaluation: Evaluation,
+    console: Console | None = None,
+    per_type: bool = True,
+    per_query: bool = False,
+    worst: int = 5,
+) -> None:
+    console = console or default_console()
+    console.print(overall_table(evaluation))
+    if per_type:
+        rank_columns = evaluation.by("type").drop(columns=[*evaluation.context_metrics, CONTEXT_N], errors="ignore")
+        console.print(columns_as_rows(rank_columns, "Per question type"))
+    if per_query:
+        columns = ["type", "n_retrieved", "top_score", *evaluation.metrics]
+        console.print(frame_table(evaluation.per_query[columns], "Per question", "qid"))
+    if worst and evaluation.metrics:
+        metric = evaluation.headline
+        console.print(worst_table(evaluation.worst(worst, metric), metric))
+    for table in context_tables(evaluation, worst):
+        console.print(table)
+
+
+def print_calibration(calibration: Calibration, console: Console | None = None) -> None:
+    """One line: the suggested threshold (full precision, to paste back) and what it gives."""
+    at = calibration.at_suggested
+    (console or default_console()).print(
+        f"Abstention: suggested abstain.min_score={calibration.suggested!r} (balanced accuracy "
+        f"{calibration.balanced_accuracy:.3f}): unanswerable abstaining {at.get('abstain/correct_rate', float('nan')):.1%}, "
+        f"answerable abstaining {at.get('abstain/false_rate', float('nan')):.1%}, {calibration.metric} {at[calibration.metric]:.4f}",
+        soft_wrap=True,
+    )
+
+
+COST_COLUMNS = {  # the leaderboard's cost columns: header, and the factor to that unit
+    "latency/search_ms_p50": ("p50 ms", 1.0),
+    "latency/search_ms_p95": ("p95 ms", 1.0),
+    "index/bytes": ("index MiB", 1 / 2**20),
+    "time/embed_s": ("embed s", 1.0),
+}
+
+
+def leaderboard_table(results: SweepResults) -> Table:
+    """The sweep's configurations, best first: the objective's mean with its 95% interval, the
+    difference to the leader and its Holm-corrected p-value, whether it is tied with the leader,
+    the costs where logged, and the status."""
+    board = results.leaderboard
+    table = Table(
+        title=f"Leaderboard by {results.objective} (tied: the paired test against the best, Holm-corrected, "
+        f"finds no difference at alpha {results.alpha})",
+        title_justify="left",
+    )
+    costs = [c for c in COST_COLUMNS if c in board.columns]
+    table.add_column("config", overflow="fold")
+    for header in (results.objective, "95% CI", "delta", "p (Holm)", "tied", *(COST_COLUMNS[c][0] for c in costs)):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("status")
+    for row in board.to_dict("index").values():
+        scored = not math.isnan(row["mean"])
+        table.add_row(
+            _cell(str(row["config"])),
+            _fmt(row["mean"]),
+            f"{row['ci_low']:.4f}-{row['ci_high']:.4f}" if scored else "-",
+            _fmt(row["delta"]),
+            _fmt(row["p_holm"]),
+            ("yes" if row["tied_with_best"] else "no") if scored else "-",
+            *(_number(row[c] * COST_COLUMNS[c][1]) for c in costs),
+            str(row["status"]),
+        )
+    return table
+
+
+def _number(value: float) -> str:
+    """A cost in 3 significant digits, `-` where it was not logged."""
+    return "-" if math.isnan(value) else f"{value:.3g}"
+
+
+def print_leaderboard(results: SweepResults, console: Console | None = None) -> None:
+    """The leaderboard table and, under it, the smallest difference the golden set can detect."""
+    console = console or default_console()
+    console.print(leaderboard_table(results))
+    console.print(results.mde_line(), soft_wrap=True)
+
+
+def print_lines(lines: Sequence[str], console: Console | None = None) -> None:
+    """Lines that must stay whole (commands, addresses), whatever the width."""
+    for line in lines:
+        (console or default_console()).print(line, soft_wrap=True)

@@ -1,0 +1,65 @@
+"""What every retriever answers, and one question's answer.
+
+The pipeline builds a retriever over the chunk texts, then asks it for the best k chunks of
+each question, possibly restricted to the chunks a metadata filter allows. Dense
+(`sweep.retrieval.dense`), lexical (`sweep.retrieval.lexical`) and a user's own retriever all implement this one
+interface, so any of them plugs in through config: `model=custom model._target_=pkg.Class`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class Retriever(ABC):
+    @abstractmethod
+    def build(self, texts: Sequence[str]) -> None:
+        """Index these chunk texts; a chunk's id is its position in `texts`."""
+
+    @abstractmethod
+    def search(
+        self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, chunk ids), each of shape (queries, k) or narrower, best first, id -1 past the
+        last hit. `allowed`: sorted chunk ids the hits must come from; `exact`: score every allowed
+        chunk rather than trust an approximate index."""
+
+    def prepare_queries(self, queries: Sequence[str]) -> float:
+        """Every question, once, before the searches: a model may encode them all in one batch.
+        Returns what preparing one question costs when it comes alone, as in a live system, in
+        milliseconds (0: nothing to prepare, as for lexical models, whose searches do it all);
+        the pipeline adds it to each question's latency."""
+        return 0.0
+
+    def stats(self) -> dict[str, float]:
+        """What building and searching cost and produced (seconds, bytes, shares), logged as MLflow
+        metrics; asked for after the searches."""
+        return {}
+
+
+@dataclass(frozen=True)
+class Hits:
+    """One question's chunk hits, best first."""
+
+    scores: np.ndarray
+    ids: np.ndarray
+
+    @classmethod
+    def first(cls, scores: np.ndarray, ids: np.ndarray) -> Hits:
+        """The first query's row of a `search` answer, without the -1 padding."""
+        found = ids[0] >= 0
+        return cls(scores[0][found], ids[0][found])
+
+    @classmethod
+    def empty(cls) -> Hits:
+        return cls(np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, selection: slice | np.ndarray) -> Hits:
+        return Hits(self.scores[selection], self.ids[selection])

@@ -1,0 +1,115 @@
+"""Lexical retrievers over chunk texts: BM25 (bm25s) and TF-IDF cosine (scikit-learn).
+
+They implement `Retriever` like the dense retriever does: (scores, chunk ids), best first,
+id -1 past the last match. A chunk that shares no term with the query scores 0 and is
+not a match, so a query with no overlap at all gets an empty result. Scoring is exhaustive,
+so a restricted search is always exact.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Annotated
+
+import numpy as np
+
+from sweep.retrieval.base import Retriever
+from sweep.settings import OneOf, Range, checked
+
+BM25_METHODS = ("robertson", "atire", "bm25l", "bm25+", "lucene")
+
+
+def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Best k per row of a (queries, chunks) score matrix: score descending, then id ascending."""
+    k = min(k, scores.shape[1])
+    ids = np.arange(scores.shape[1])
+    order = np.lexsort((np.broadcast_to(ids, scores.shape), -scores), axis=1)[:, :k]
+    return np.take_along_axis(scores, order, axis=1), order
+
+
+def _matches(scores: np.ndarray, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Best k per row of a dense (queries, chunks) score matrix among the allowed chunks; a chunk
+    scoring 0 is no match (id -1)."""
+    if allowed is not None:
+        outside = np.ones(scores.shape[1], dtype=bool)
+        outside[allowed] = False
+        scores[:, outside] = 0
+    top, ids = top_k(scores, k)
+    return np.where(top > 0, top, -np.inf).astype(np.float32), np.where(top > 0, ids, -1)
+
+
+class LexicalRetriever(Retriever):
+    """Times its own build; subclasses index the texts in `_index`."""
+
+    index_s: float = 0.0
+
+    def build(self, texts: Sequence[str]) -> None:
+        start = time.perf_counter()
+        self._index(texts)
+        self.index_s = time.perf_counter() - start
+
+    @abstractmethod
+    def _index(self, texts: Sequence[str]) -> None:
+        """Build the scorer over these texts."""
+
+    def stats(self) -> dict[str, float]:
+        return {"time/index_s": self.index_s}
+
+
+@checked("model")
+class BM25Retriever(LexicalRetriever):
+    def __init__(
+        self,
+        k1: Annotated[float, Range(0)] = 1.5,
+        b: Annotated[float, Range(0, 1)] = 0.75,
+        method: Annotated[str, OneOf(BM25_METHODS)] = "lucene",
+        stopwords: Annotated[str | None, OneOf(("en",))] = "en",
+    ) -> None:
+        self.k1, self.b, self.method, self.stopwords = k1, b, method, stopwords
+
+    def _index(self, texts: Sequence[str]) -> None:
+        import bm25s
+
+        self.n_chunks = len(texts)
+        self.model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+        self.model.index(
+            bm25s.tokenize(list(texts), stopwords=self.stopwords, show_progress=False), show_progress=False
+        )
+
+    def search(
+        self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        import bm25s
+
+        tokens = bm25s.tokenize(list(queries), stopwords=self.stopwords, return_ids=False, show_progress=False)
+        scores = (
+            np.stack([self.model.get_scores(query) for query in tokens]) if tokens else np.zeros((0, self.n_chunks))
+        )
+        return _matches(scores, k, allowed)
+
+
+@checked("model")
+class TfidfRetriever(LexicalRetriever):
+    def __init__(
+        self,
+        sublinear_tf: bool = True,
+        ngram_max: Annotated[int, Range(1, 5)] = 1,
+        stop_words: Annotated[str | None, OneOf(("english",))] = "english",
+    ) -> None:
+        self.sublinear_tf, self.ngram_max, self.stop_words = sublinear_tf, ngram_max, stop_words
+
+    def _index(self, texts: Sequence[str]) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        self.vectorizer = TfidfVectorizer(
+            sublinear_tf=self.sublinear_tf, ngram_range=(1, self.ngram_max), stop_words=self.stop_words
+        )
+        self.matrix = self.vectorizer.fit_transform(list(texts))  # rows are unit length: dot = cosine
+
+    def search(
+        self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        scores = (self.vectorizer.transform(list(queries)) @ self.matrix.T).toarray()
+        return _matches(scores, k, allowed)

@@ -1,0 +1,120 @@
+"""One configuration's retrieval over a golden set: chunk → build the retriever → for each
+question, filter + search → rerank → documents (+ abstain).
+
+Chunk hits collapse to documents (a document ranks at its best chunk); the top
+`context_depth` chunks, what a reader would be handed, are kept for the context metrics. If
+the top score is below `min_score` the system answers nothing, which is right for
+unanswerable questions.
+The pipeline times the retriever's build, the reranker and every question's path; the
+retriever reports what only it can see (`stats()`: embedding vs indexing, bytes, truncation),
+and `Retrieval.stats` collects them all.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+from tqdm import tqdm
+
+from sweep.formats.corpus import Corpus
+from sweep.formats.golden import GoldenSet
+from sweep.formats.runs import Run
+from sweep.retrieval.base import Hits, Retriever
+from sweep.retrieval.chunking import Chunk, Chunker
+from sweep.retrieval.filters import Filter, NoFilter, Restriction, filter_stats
+from sweep.retrieval.rerank import NoReranker, Reranker
+
+
+def collapse_to_documents(hits: Hits, chunks: Sequence[Chunk], depth: int) -> list[tuple[str, float]]:
+    """Best chunk per document, in hit order (hits arrive best first), at most `depth` documents."""
+    ranking: dict[str, float] = {}
+    for score, chunk_id in zip(hits.scores.tolist(), hits.ids.tolist()):
+        ranking.setdefault(chunks[chunk_id].doc_id, score)
+        if len(ranking) == depth:
+            break
+    return list(ranking.items())
+
+
+@dataclass
+class Retrieval:
+    """What a pipeline returned for every question, the chunks it searched, and what it measured
+    along the way (seconds, per-question latencies in ms, bytes, counts, shares: MLflow metrics)."""
+
+    results: Run
+    chunks: list[Chunk]
+    stats: dict[str, float]
+    contexts: dict[str, list[tuple[int, float]]]  # every qid -> its top (chunk position, score); [] abstained
+
+    def delivered_chunks(self) -> dict[str, list[dict[str, object]]]:
+        """Each question's top chunks, best first, as `{"doc", "start", "end", "score"}` (offsets
+        into the document's content, the coordinates of the golden set's evidence); [] when the
+        system answered nothing."""
+        return {
+            qid: [
+                {"doc": self.chunks[i].doc_id, "start": self.chunks[i].start, "end": self.chunks[i].end, "score": score}
+                for i, score in hits
+            ]
+            for qid, hits in self.contexts.items()
+        }
+
+
+@dataclass
+class Pipeline:
+    chunker: Chunker
+    retriever: Retriever
+    filter: Filter = field(default_factory=NoFilter)
+    reranker: Reranker = field(default_factory=NoReranker)
+    depth: int = 100  # documents per question: deep enough for every metric cutoff
+    chunk_depth: int = 400  # chunk hits fetched before collapsing to documents
+    context_depth: int = 10  # chunks kept per question for the context metrics (the largest k)
+    min_score: float | None = None  # abstain below this top score
+
+    def retrieve(self, corpus: Corpus, golden: GoldenSet, name: str = "golden-sweep") -> Retrieval:
+        chunks = self.chunker.split(corpus)
+        self.filter.prepare(corpus, chunks, golden, self.chunk_depth)  # bad filters fail before anything is embedded
+        texts = [c.embedded_text for c in chunks]  # a chunk's context (e.g. its heading path) goes with it
+        start = time.perf_counter()
+        self.retriever.build(texts)
+        build_s = time.perf_counter() - start
+        start = time.perf_counter()
+        self.reranker.build(texts)
+        rerank_build_s, rerank_s = time.perf_counter() - start, 0.0
+
+        # batched, before the clock; what one question alone would have cost is added to each latency
+        encode_ms = self.retriever.prepare_queries([question.question for question in golden]) or 0.0
+        rankings: dict[str, list[tuple[str, float]]] = {}
+        contexts: dict[str, list[tuple[int, float]]] = {}
+        latencies: list[float] = []
+        restricted: list[tuple[Restriction, int]] = []
+        for question in tqdm(golden, desc="searching", unit="question", disable=None):  # None: only on a terminal
+            start = time.perf_counter()
+            restriction = self.filter.restriction(question)
+            # any retriever's hits for this question, under its filter and depth (hybrid asks BM25's)
+            search = partial(self.filter.search, query=question.question, k=self.chunk_depth, restriction=restriction)
+            hits = search(self.retriever)
+            if restriction is not None:
+                restricted.append((restriction, len(hits)))
+            reranking = time.perf_counter()
+            hits = self.reranker.rerank(question.question, hits, search)
+            rerank_s += time.perf_counter() - reranking
+            ranking = collapse_to_documents(hits, chunks, self.depth)
+            latencies.append(1000 * (time.perf_counter() - start))
+            answered = ranking and (self.min_score is None or ranking[0][1] >= self.min_score)
+            if answered:
+                rankings[question.id] = ranking
+            top = zip(hits.ids[: self.context_depth].tolist(), hits.scores[: self.context_depth].tolist())
+            contexts[question.id] = list(top) if answered else []
+        stats = self.retriever.stats() | filter_stats(restricted, len(golden), self.chunk_depth)
+        stats |= {
+            "time/build_s": build_s,  # the retriever's whole build; it reports its own parts
+            "time/search_s": sum(latencies) / 1000 - rerank_s,
+            "time/rerank_s": rerank_build_s + rerank_s,
+            "latency/search_ms_p50": encode_ms + float(np.percentile(latencies, 50)),
+            "latency/search_ms_p95": encode_ms + float(np.percentile(latencies, 95)),
+            "corpus/chunks": float(len(chunks)),
+        }
+        return Retrieval(Run.from_ranked(rankings, name), chunks, stats, contexts)

@@ -1,0 +1,118 @@
+"""Rerankers: reorder one question's chunk hits before they collapse to documents.
+
+`none` (`NoReranker`) keeps the retriever's order; `cross_encoder` scores (question, chunk)
+pairs of the top `candidates` hits with a local sentence-transformers CrossEncoder;
+`hybrid` fuses the retriever's ranking with BM25's over the same chunks, under the same
+filter, by reciprocal-rank fusion. The reranker's score becomes the hit's score, so it is
+the one `abstain.min_score` and the abstention calibration threshold.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+
+from sweep.errors import InputError
+from sweep.retrieval.base import Hits, Retriever
+from sweep.retrieval.lexical import BM25Retriever
+from sweep.settings import Range, checked
+
+SearchUnderFilter = Callable[[Retriever], Hits]  # another retriever, same question, same filter and depth
+
+
+class Reranker(ABC):
+    """Reorders one question's chunk hits; its scores replace the retriever's."""
+
+    def build(self, texts: Sequence[str]) -> None:  # noqa: B027 (optional: most rerankers need nothing)
+        """Get ready to rerank hits among these chunk texts (ids index into them)."""
+
+    @abstractmethod
+    def rerank(self, query: str, hits: Hits, search: SearchUnderFilter) -> Hits:
+        """`hits` reordered (and rescored), best first; `search` asks another retriever for this
+        question's hits under the same filter and depth."""
+
+
+class NoReranker(Reranker):
+    """The retriever's order stands."""
+
+    def rerank(self, query: str, hits: Hits, search: SearchUnderFilter) -> Hits:
+        return hits
+
+
+@checked("reranker")
+@dataclass
+class CrossEncoderReranker(Reranker):
+    """Only the top `candidates` hits are scored and returned: the rest never reach the user."""
+
+    model: str | None = None  # a local CrossEncoder folder; nothing is downloaded
+    candidates: Annotated[int, Range(1)] = 100
+    batch_size: Annotated[int, Range(1, 4096)] = 32
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise InputError(
+                "reranker.model is not set: give the path of a local sentence-transformers CrossEncoder folder"
+            )
+        if not Path(self.model).expanduser().is_dir():
+            raise InputError(f"reranker.model={self.model}: no such folder (a local CrossEncoder folder is needed)")
+
+    def build(self, texts: Sequence[str]) -> None:
+        import torch
+        from sentence_transformers import CrossEncoder
+
+        self.texts = list(texts)
+        self.raw_scores = torch.nn.Identity()  # logits: a sigmoid saturates to 1.0 in float32 and would tie the best
+        try:
+            self.encoder = CrossEncoder(str(Path(self.model).expanduser()), device="cpu", local_files_only=True)
+        except (OSError, ValueError) as error:
+            raise InputError(f"reranker.model={self.model}: not a loadable CrossEncoder ({error})") from None
+        if self.encoder.num_labels != 1:
+            raise InputError(
+                f"reranker.model={self.model}: has {self.encoder.num_labels} output labels; a reranker needs 1 (a relevance score)"
+            )
+
+    def rerank(self, query: str, hits: Hits, search: SearchUnderFilter) -> Hits:
+        top = hits[: self.candidates]
+        if not len(top):
+            return top
+        pairs = [(query, self.texts[i]) for i in top.ids.tolist()]
+        scores = self.encoder.predict(
+            pairs, batch_size=self.batch_size, show_progress_bar=False, activation_fn=self.raw_scores
+        )
+        scores = np.asarray(scores, dtype=np.float32)
+        order = np.argsort(-scores, kind="stable")  # equal scores keep the retriever's order
+        return Hits(scores[order], top.ids[order])
+
+
+@checked("reranker")
+@dataclass
+class HybridReranker(Reranker):
+    """The retriever's hits and BM25's, fused by reciprocal rank: sum of weight / (k + rank)."""
+
+    k: Annotated[float, Range(0)] = 60.0
+    dense_weight: Annotated[float, Range(0)] = 1.0
+    bm25_weight: Annotated[float, Range(0)] = 1.0
+
+    def build(self, texts: Sequence[str]) -> None:
+        self.bm25 = BM25Retriever()
+        self.bm25.build(texts)
+
+    def rerank(self, query: str, hits: Hits, search: SearchUnderFilter) -> Hits:
+        return reciprocal_rank_fusion([hits.ids, search(self.bm25).ids], [self.dense_weight, self.bm25_weight], self.k)
+
+
+def reciprocal_rank_fusion(rankings: Sequence[np.ndarray], weights: Sequence[float], k: float = 60.0) -> Hits:
+    """Ids ranked by sum over rankings of weight / (k + rank), rank from 1; ties by id ascending."""
+    if len(rankings) != len(weights):
+        raise ValueError("one weight per ranking")
+    ids = np.concatenate([np.asarray(r, dtype=np.int64) for r in rankings])
+    contributions = np.concatenate([w / (k + np.arange(1, len(r) + 1)) for r, w in zip(rankings, weights)])
+    unique, position = np.unique(ids, return_inverse=True)
+    fused = np.bincount(position, weights=contributions, minlength=len(unique))
+    order = np.lexsort((unique, -fused))
+    return Hits(fused[order], unique[order])  # float64: float32 would tie ranks that differ

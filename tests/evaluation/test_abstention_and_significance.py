@@ -1,0 +1,132 @@
+"""Abstention trade-off curve, bootstrap intervals and paired comparisons."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers.data import golden_of
+from sweep.evaluation import score
+from sweep.evaluation.abstention import abstention_curve, calibrate, suggest_min_score
+from sweep.evaluation.significance import bootstrap_ci, compare, holm
+from sweep.formats.runs import Run
+
+
+def test_curve_counts_abstentions_at_every_threshold():
+    top = np.array([0.9, 0.7, np.nan, 0.4, 0.6])
+    answerable = np.array([True, True, True, False, False])
+    recall = np.array([1.0, 0.5, 0.0, np.nan, np.nan])
+    curve = abstention_curve(top, answerable, recall).set_index("threshold")
+    assert curve.index.tolist() == [-np.inf, 0.4, 0.6, 0.7, 0.9]
+    # at -inf only the empty result abstains
+    assert curve.loc[-np.inf].tolist() == [
+        0.0,
+        pytest.approx(1 / 3),
+        pytest.approx(1.5 / 3),
+        pytest.approx((0 + 2 / 3) / 2),
+    ]
+    # at 0.7 both unanswerable abstain, answerable 0.9 and 0.7 still answer
+    assert curve.loc[0.7, "correct_rate"] == 1.0
+    assert curve.loc[0.7, "false_rate"] == pytest.approx(1 / 3)
+    assert curve.loc[0.7, "metric"] == pytest.approx(1.5 / 3)
+    # at 0.9 the 0.7 question is silenced and loses its recall
+    assert curve.loc[0.9, "metric"] == pytest.approx(1 / 3)
+    assert suggest_min_score(curve.reset_index()) == 0.7
+
+
+def test_curve_without_unanswerable_questions_never_suggests_abstaining():
+    curve = abstention_curve(np.array([0.3, 0.8]), np.array([True, True]), np.array([1.0, 1.0]))
+    assert curve["correct_rate"].isna().all()
+    # the lowest observed score, which abstains nobody, rather than the equivalent -inf
+    assert suggest_min_score(curve) == 0.3
+    assert curve.set_index("threshold").loc[0.3, "false_rate"] == 0.0
+
+
+def test_suggests_minus_infinity_only_when_no_question_has_a_score():
+    curve = abstention_curve(np.array([np.nan, np.nan]), np.array([True, False]), np.array([0.0, np.nan]))
+    assert suggest_min_score(curve) == -np.inf
+
+
+CALIBRATION_GOLDEN = {"a1": {"d1": 1}, "a2": {"d2": 1}, "a3": {"d3": 1}, "u1": {}, "u2": {}}
+CALIBRATION_RUN = {  # unanswerable questions score low, save u1; a3 scores lower still and misses its document
+    "a1": [("d1", 0.9), ("x", 0.2)],
+    "a2": [("x", 0.8), ("d2", 0.7)],
+    "u1": [("x", 0.75)],
+    "a3": [("x", 0.35)],
+    "u2": [("y", 0.1)],
+}
+CALIBRATION_METRICS = ["recall_at_5", "mrr", "abstain/correct_rate", "abstain/false_rate"]
+
+
+def test_calibration_suggests_a_threshold_and_re_evaluates_the_run_at_it():
+    golden = golden_of(CALIBRATION_GOLDEN)
+    evaluation = score(golden, Run.from_ranked(CALIBRATION_RUN), CALIBRATION_METRICS)
+    calibration = calibrate(evaluation)
+    # 0.8 silences both unanswerable questions, and of the answerable only a3, which found nothing anyway
+    assert calibration.suggested == 0.8
+    assert calibration.balanced_accuracy == pytest.approx((1 + 1 - 1 / 3) / 2)
+    assert "recall_at_5" in calibration.curve.columns and "metric" not in calibration.curve.columns
+    assert calibration.curve["threshold"].tolist() == [-np.inf, 0.1, 0.35, 0.75, 0.8, 0.9]
+
+    by_hand = Run.from_ranked({q: hits for q, hits in CALIBRATION_RUN.items() if hits[0][1] >= 0.8})
+    expected = score(golden, by_hand, CALIBRATION_METRICS).mean
+    assert calibration.at_suggested == pytest.approx(expected)
+    assert calibration.at_suggested["abstain/correct_rate"] == 1.0
+    assert calibration.at_suggested["abstain/false_rate"] == pytest.approx(1 / 3)
+    assert calibration.at_suggested["recall_at_5"] == pytest.approx(2 / 3)
+    assert calibration.at_suggested["mrr"] == pytest.approx((1 + 0.5) / 3)
+    # the table's metric column agrees with the re-evaluation
+    at_row = calibration.curve.set_index("threshold").loc[0.8]
+    assert at_row["recall_at_5"] == pytest.approx(calibration.at_suggested["recall_at_5"])
+
+
+def test_nothing_to_calibrate_without_both_kinds_of_question_or_the_metric():
+    answerable_only = {q: rel for q, rel in CALIBRATION_GOLDEN.items() if rel}
+    run = Run.from_ranked(CALIBRATION_RUN)
+    assert calibrate(score(golden_of(answerable_only), run, ["recall_at_5"])) is None
+    unanswerable_only = {q: rel for q, rel in CALIBRATION_GOLDEN.items() if not rel}
+    assert calibrate(score(golden_of(unanswerable_only), run, ["recall_at_5"])) is None
+    assert calibrate(score(golden_of(CALIBRATION_GOLDEN), run, ["mrr"])) is None
+
+
+def test_bootstrap_intervals_are_seeded_and_bracket_the_mean():
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"a": rng.random(80), "b": rng.integers(0, 2, 80).astype(float), "const": np.ones(80)})
+    first, second = bootstrap_ci(frame), bootstrap_ci(frame)
+    pd.testing.assert_frame_equal(first, second)
+    assert (first["low"] <= first["mean"]).all() and (first["mean"] <= first["high"]).all()
+    assert first.loc["const"].tolist() == [1.0, 1.0, 1.0]
+    assert 0.05 < first.loc["a", "high"] - first.loc["a", "low"] < 0.3
+
+
+def test_holm_adjustment():
+    assert holm(np.array([0.01, 0.04, 0.03])).tolist() == pytest.approx([0.03, 0.06, 0.06])
+    assert holm(np.array([0.5, 0.9])).tolist() == pytest.approx([1.0, 1.0])
+
+
+def test_paired_comparison_finds_a_real_gain_and_not_a_null_one():
+    rng = np.random.default_rng(7)
+    a = pd.DataFrame({"ndcg_at_10": rng.random(60), "mrr": rng.random(60)}, index=[f"q{i}" for i in range(60)])
+    better = a.assign(ndcg_at_10=np.clip(a["ndcg_at_10"] + 0.15 + rng.normal(0, 0.05, 60), 0, 1))
+    table = compare(a, better, ["ndcg_at_10", "mrr"])
+    assert table.loc["ndcg_at_10", "delta"] > 0.1
+    assert table.loc["ndcg_at_10", "low"] > 0
+    assert table.loc["ndcg_at_10", "p_randomization_holm"] < 0.01
+    assert table.loc["ndcg_at_10", "p_bootstrap_holm"] < 0.01
+    assert table.loc["mrr", "delta"] == 0 and table.loc["mrr", "p_randomization"] == 1.0
+    pd.testing.assert_frame_equal(table, compare(a, better, ["ndcg_at_10", "mrr"]))
+
+
+def test_paired_comparison_uses_only_questions_both_runs_scored():
+    a = pd.DataFrame({"m": [0.0, 1.0, np.nan]}, index=["x", "y", "u"])
+    b = pd.DataFrame({"m": [1.0, 1.0]}, index=["x", "y"])
+    assert compare(a, b, ["m"]).loc["m", "n"] == 2
+
+
+def test_one_paired_question_is_a_point_interval_and_p_one():
+    a = pd.DataFrame({"m": [0.2]}, index=["q1"])
+    b = pd.DataFrame({"m": [0.7]}, index=["q1"])
+    row = compare(a, b, ["m"]).loc["m"]
+    assert row["n"] == 1 and row["delta"] == pytest.approx(0.5)
+    assert row["low"] == row["high"] == pytest.approx(0.5) and row["p_randomization"] == 1.0

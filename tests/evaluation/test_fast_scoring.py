@@ -1,0 +1,179 @@
+"""The scorer's fast path: TREC files read in columns and scored by the numpy core, without pandas.
+
+It must give what the pandas path (`load_golden`, `Run.read`, `score`) gives, to the last bit,
+and hand every file it does not read cleanly to that path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sweep.evaluate import Scores, evaluate, read_qrels, read_trec_run, score_trec, to_json
+from sweep.evaluation.measures import RankedJudgments
+from sweep.formats.records import trec_order
+
+METRICS = "recall_at_2,precision_at_3,hit_at_1,mrr,mrr_at_2,ndcg,ndcg_at_3,map,map_at_2,r_precision"
+doc_ids = st.sampled_from([f"d{i}" for i in range(1, 16)] + ["D1", "a", "zz", "007"])  # "d10" < "d9"
+
+
+@st.composite
+def trec_files(draw):
+    """(qrels lines, run lines): graded and negative judgments, unanswerable questions, tied
+    scores, run queries missing from the qrels and qrels queries missing from the run."""
+    qrels, run = [], []
+    for q in range(draw(st.integers(1, 8))):
+        judged = draw(st.dictionaries(doc_ids, st.integers(-1, 3), min_size=1, max_size=10))
+        qrels += [f"q{q} 0 {doc} {grade}" for doc, grade in judged.items()]
+        if draw(st.booleans()) or q == 0:
+            scores = draw(st.dictionaries(doc_ids, st.sampled_from([0.0, 0.5, 1.0, -1.0]), min_size=1, max_size=12))
+            ranked = sorted(scores.items(), key=lambda item: -item[1])
+            run += [f"q{q} Q0 {doc} {rank} {score} t" for rank, (doc, score) in enumerate(ranked, start=1)]
+    if draw(st.booleans()):
+        run.append("stranger Q0 d1 1 1.0 t")
+    return qrels, run
+
+
+def args(qrels: Path, run: Path, **options) -> argparse.Namespace:
+    defaults = {"metrics": None, "relevance_level": 1, "gain": "linear", "split": "test"}
+    return argparse.Namespace(qrels=str(qrels), run=str(run), **(defaults | options))
+
+
+def both_paths(qrels: Path, run: Path, **options) -> tuple[dict, dict]:
+    """(fast path's JSON, pandas path's JSON), per question and per type included."""
+    fast = score_trec(read_qrels(qrels), read_trec_run(run), args(qrels, run, **options))
+    slow = Scores.of(evaluate(args(qrels, run, **options)))
+    return to_json(fast, True, True), to_json(slow, True, True)
+
+
+@pytest.mark.parametrize("layout", ["sorted", "shuffled", "tabs"])
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(files=trec_files(), level=st.sampled_from([1, 2]), gain=st.sampled_from(["linear", "exponential"]))
+def test_the_fast_path_gives_exactly_what_the_pandas_path_gives(files, level, gain, layout):
+    qrels_lines, run_lines = files
+    if layout == "shuffled":  # trec_eval orders a run itself; files need not be in rank order
+        random.Random(0).shuffle(run_lines)
+    separator = "\t" if layout == "tabs" else " "
+    with tempfile.TemporaryDirectory() as folder:
+        qrels, run = Path(folder) / "qrels.txt", Path(folder) / "run.txt"
+        qrels.write_text("".join(line.replace(" ", separator) + "\n" for line in qrels_lines))
+        run.write_text("".join(line.replace(" ", separator) + "\n" for line in run_lines))
+        for metrics in (None, METRICS + ",abstain/correct_rate"):
+            fast, slow = both_paths(qrels, run, metrics=metrics, relevance_level=level, gain=gain)
+            assert fast == slow
+
+
+@pytest.mark.parametrize(
+    ("run_text", "why"),
+    [
+        ("q1 Q0 d1 1 2.0 t\nq1  Q0 d2 2 1.0 t\n", "runs of spaces"),
+        ("q1 Q0 d1 1 2.0 t\nq1 Q0 d1 2 1.0 t\n", "a document listed twice"),
+        ("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 nan t\n", "a score that is not finite"),
+        ("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0\n", "a missing field"),
+        ("q1\tQ0\td 1\t1\t2.0\tt\n", "a space inside a tab-separated field"),
+    ],
+)
+def test_a_run_the_column_reader_does_not_take_goes_through_pandas(tmp_path, run_text, why):
+    run = tmp_path / "run.trec"
+    run.write_text(run_text)
+    assert read_trec_run(run) is None, why
+
+
+@pytest.mark.parametrize(
+    ("qrels_text", "why"),
+    [
+        ("q1 0 d1 1\nq1 0 d1 2\n", "a document judged twice"),
+        ("q1 0 d1 1\nq1 0 d2 1.5\n", "a grade that is not an integer"),
+        ("q1 0 d1 1\nq1 0 d2 101\n", "a grade out of range"),
+        ("q1 0 d1 1\nq1 0 d2\n", "a missing field"),
+    ],
+)
+def test_qrels_the_column_reader_does_not_take_go_through_pandas(tmp_path, qrels_text, why):
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text(qrels_text)
+    assert read_qrels(qrels) is None, why
+
+
+def test_trec_order_is_trec_evals_order():
+    """Each query's rows together, score descending, then document id descending; None when the
+    rows already are so (the usual run file)."""
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        n = int(rng.integers(1, 30))
+        query, score, doc = rng.integers(0, 4, n), rng.integers(0, 3, n).astype(float), rng.integers(0, 9, n)
+        if rng.random() < 0.5:  # grouped and score-sorted, as files usually are, ties in any order
+            rows = np.lexsort((rng.random(n), -score, query))
+            query, score, doc = query[rows], score[rows], doc[rows]
+        order = trec_order(query, score, lambda rows, doc=doc: doc[rows])
+        ordered = np.arange(n) if order is None else order
+        assert sorted(ordered.tolist()) == list(range(n))
+        q, s, d = query[ordered], score[ordered], doc[ordered]
+        assert len(np.unique(q)) == 1 + np.count_nonzero(q[1:] != q[:-1])  # each query's rows together
+        same = q[1:] == q[:-1]
+        assert np.all(((s[1:] < s[:-1]) | ((s[1:] == s[:-1]) & (d[1:] <= d[:-1])))[same])
+        if order is not None:
+            assert not np.array_equal(order, np.arange(n))
+
+
+@pytest.mark.parametrize("n_docs", [300, 10**9])  # keys of (query, document) fit in int32, or need int64
+@pytest.mark.parametrize("n_judged", [0, 1, 50, 5_000])
+def test_the_join_finds_exactly_the_judged_documents_each_query_retrieved(n_judged, n_docs):
+    rng = np.random.default_rng(n_judged)
+    n_queries = 40
+    query_row = rng.permutation(n_queries)  # the run numbers its queries its own way ...
+    query_row[query_row == 0] = -1  # ... and has one that the golden set does not
+    run_query = np.sort(rng.integers(0, n_queries, 4_000))
+    run_doc = rng.integers(0, n_docs, len(run_query))
+    retrieved = rng.integers(0, len(run_query), n_judged // 2)  # half of the judgments hit
+    pairs = {(int(query_row[q]), int(d)) for q, d in zip(run_query[retrieved], run_doc[retrieved])}
+    pairs |= {
+        (int(q), int(d)) for q, d in zip(rng.integers(0, n_queries, n_judged), rng.integers(-1, n_docs, n_judged))
+    }
+    pairs = sorted(pair for pair in pairs if pair[0] >= 0)
+    judged_query, judged_doc = (np.array([p[i] for p in pairs], np.int64) for i in (0, 1))
+    judged_grade = rng.integers(-1, 4, len(pairs))
+    ranked = RankedJudgments.join(
+        n_queries, query_row, run_query, run_doc, rng.random(len(run_query)), judged_query, judged_doc, judged_grade
+    )
+    grade_of = dict(zip(pairs, judged_grade.tolist()))
+    first = {q: int(np.flatnonzero(run_query == q)[0]) for q in np.unique(run_query).tolist()}
+    expected = [
+        (int(query_row[q]), row - first[q] + 1, grade_of[(int(query_row[q]), d)])
+        for row, (q, d) in enumerate(zip(run_query.tolist(), run_doc.tolist()))
+        if (int(query_row[q]), d) in grade_of
+    ]
+    assert len(expected) >= n_judged // 5
+    assert list(zip(ranked.hit_query.tolist(), ranked.hit_rank.tolist(), ranked.hit_grade.tolist())) == expected
+    assert ranked.n_retrieved.tolist() == [int((query_row[run_query] == row).sum()) for row in range(n_queries)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_per_type_means_are_the_ones_a_run_logs(tmp_path, seed):
+    """`sweep.evaluate --per-type` and the type means logged to MLflow (`Evaluation.type_means`),
+    to the last digit, on 300 questions of 3 types (enough for sums to round differently)."""
+    rng = np.random.default_rng(seed)
+    golden, run = tmp_path / "golden.jsonl", tmp_path / "run.txt"
+    questions, lines = [], []
+    for n in range(300):
+        docs = rng.choice(50, size=12, replace=False)
+        relevant = {f"d{d}": int(rng.integers(0, 3)) for d in docs[: rng.integers(0, 4)]}
+        questions.append(
+            {"id": f"q{n}", "question": f"q{n}", "type": ["factoid", "howto", "numeric"][n % 3], "relevant": relevant}
+        )
+        lines += [
+            f"q{n} Q0 d{d} {rank} {1 - rank / 20} t" for rank, d in enumerate(rng.choice(50, size=10, replace=False), 1)
+        ]
+    golden.write_text("".join(json.dumps(q) + "\n" for q in questions))
+    run.write_text("".join(line + "\n" for line in lines))
+    options = args(golden, run)
+    logged = evaluate(options).type_means()
+    printed = to_json(Scores.of(evaluate(options)), False, True)["mean"]
+    assert {name: value for name, value in printed.items() if name.startswith("type/")} == logged

@@ -1,0 +1,223 @@
+"""The sweep's leaderboard (sweep.evaluation.leaderboard): intervals, ties, the MDE and the order, in process and
+on a sweep logged to a real SQLite store; best_config(among="tied")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers.logged import BROKEN, EXPERIMENT, golden, log_run, rankings
+from sweep import best
+from sweep.best import best_config, find_best
+from sweep.evaluation.leaderboard import ConfigRun, build, differing_keys, minimum_detectable_effect, rank
+from sweep.evaluation.significance import randomization_p
+from sweep.tracking import PARENT_RUN, SweepSummary, finish_sweep, start_sweep
+
+
+def per_question(values: np.ndarray, start: int = 0) -> pd.Series:
+    return pd.Series(values, index=[f"q{i}" for i in range(start, start + len(values))], dtype=float)
+
+
+def sweep_values(seed: int = 7, n: int = 120) -> dict[str, pd.Series]:
+    """Three configurations: a leader, one a hair behind it (tied), one far behind."""
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0.3, 0.9, n)
+    return {
+        "leader": per_question(np.clip(base + 0.05, 0, 1)),
+        "close": per_question(np.clip(base + 0.05 + rng.normal(0, 0.05, n), 0, 1)),
+        "far": per_question(np.clip(base - 0.25 + rng.normal(0, 0.05, n), 0, 1)),
+    }
+
+
+def test_the_leader_is_first_ties_are_marked_and_a_clear_loser_is_not_tied():
+    table = rank(sweep_values())
+    assert list(table.index) == ["leader", "close", "far"] or list(table.index) == ["close", "leader", "far"]
+    best = table.index[0]
+    assert table.at[best, "delta"] == 0 and table.at[best, "p_holm"] == 1 and table.at[best, "tied_with_best"]
+    assert table.loc[table.index[1], "tied_with_best"]
+    assert table.at["far", "p_holm"] < 0.01 and not table.at["far", "tied_with_best"]
+    assert (table["ci_low"] <= table["mean"]).all() and (table["mean"] <= table["ci_high"]).all()
+    assert table.at["far", "n"] == 120
+
+
+def test_holm_correction_is_across_the_sweeps_comparisons():
+    values = sweep_values()
+    table = rank(values)
+    leader, others = table.index[0], table.index[1:]
+    raw = sorted(randomization_p((values[o] - values[leader]).to_numpy()) for o in others)
+    # the smallest p is multiplied by the number of comparisons, the next by one less (monotone)
+    assert sorted(table.loc[others, "p_holm"]) == pytest.approx([min(1, 2 * raw[0]), min(1, max(2 * raw[0], raw[1]))])
+
+
+def test_the_same_values_give_the_same_table():
+    pd.testing.assert_frame_equal(rank(sweep_values()), rank(sweep_values()))
+
+
+def test_an_undefined_question_is_left_out_of_a_configurations_pairs():
+    values = sweep_values()
+    values["far"].iloc[:20] = np.nan
+    table = rank(values)
+    assert table.at["far", "n"] == 100
+    assert table.at["far", "mean"] == pytest.approx(values["far"].iloc[20:].mean())
+
+
+def test_the_mde_is_the_paired_tests_normal_approximation():
+    values = sweep_values()
+    leader = rank(values).index[0]
+    spreads = [(values[o] - values[leader]).std(ddof=1) for o in values if o != leader]
+    expected = (1.959963984540054 + 0.8416212335729143) * np.median(spreads) / np.sqrt(120)
+    assert minimum_detectable_effect(values, leader) == pytest.approx(expected)
+    assert np.isnan(minimum_detectable_effect({"only": values["leader"]}, "only"))
+
+
+def test_a_true_difference_of_one_mde_is_detected_about_80_percent_of_the_time():
+    """The MDE means what it says: simulated paired differences whose true mean is the MDE are
+    significant at 0.05 in about 80% of golden sets of the same size and spread."""
+    rng = np.random.default_rng(11)
+    n, sd = 100, 0.2
+    reference = {"a": per_question(np.zeros(n)), "b": per_question(rng.normal(0, sd, n))}
+    mde = minimum_detectable_effect(reference, "a")
+    detected = [randomization_p(rng.normal(mde, sd, n), n_resamples=999, seed=i) < 0.05 for i in range(300)]
+    assert 0.72 <= np.mean(detected) <= 0.88
+
+
+def config_run(run_id: str, status: str, values: pd.Series | None, **params: str) -> ConfigRun:
+    per_query = None
+    if values is not None:
+        per_query = pd.DataFrame(
+            {"qid": values.index, "question": [f"text of {q}" for q in values.index], "type": "how-to"}
+        ).assign(ndcg_at_10=values.to_numpy())
+    metrics = (
+        {"latency/search_ms_p50": 3.0, "type/how-to/ndcg_at_10": float(np.nanmean(values))}
+        if status == "FINISHED"
+        else {}
+    )
+    return ConfigRun(run_id, " ".join(f"{k}={v}" for k, v in params.items()), status, metrics, params, per_query)
+
+
+def test_build_ranks_finished_runs_then_lists_the_others_in_start_order():
+    values = sweep_values()
+    runs = [
+        config_run("r-far", "FINISHED", values["far"], chunk="100", index="flat"),
+        config_run("r-broken", "FAILED", None, chunk="200", index="flat"),
+        config_run("r-leader", "FINISHED", values["leader"], chunk="300", index="flat"),
+    ]
+    results = build("ndcg_at_10", runs)
+    board = results.leaderboard
+    assert list(board.index) == ["r-leader", "r-far", "r-broken"]
+    assert list(board["status"]) == ["FINISHED", "FINISHED", "FAILED"]
+    assert np.isnan(board.at["r-broken", "mean"]) and board.at["r-far", "latency/search_ms_p50"] == 3.0
+    assert list(results.differing.columns) == ["chunk"]  # index is the same everywhere
+    assert list(results.per_type.columns) == ["how-to"] and list(results.per_type.index) == ["r-leader", "r-far"]
+    assert results.n_questions == 120 and np.isfinite(results.mde)
+    worst = results.worst(3)
+    assert list(worst.columns[:3]) == ["question", "type", "mean"] and worst["mean"].is_monotonic_increasing
+    assert "not detectable" in results.mde_line()
+
+
+def test_differing_keys_counts_a_missing_key_as_different():
+    frame = differing_keys({"a": {"x": "1", "y": "2"}, "b": {"x": "1", "y": "3", "z": "4"}})
+    assert list(frame.columns) == ["y", "z"]
+
+
+# ---------------------------------------------------------------- a sweep's parent run, best_config(among="tied")
+
+
+@pytest.fixture
+def tied_sweep(tmp_path, monkeypatch) -> tuple[str, dict[str, str], SweepSummary]:
+    """A sweep logged in process on a real SQLite store: `good`, `twin` (the same rankings: tied,
+    and faster) and `worse` (8 of 40 questions' relevant document at rank 3: not tied, fastest)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.delenv(PARENT_RUN, raising=False)
+    g = golden()
+    good, worse = rankings(g), rankings(g, BROKEN)
+    parent = start_sweep(EXPERIMENT, ["-m", "model=good,twin,worse"], "ndcg_at_10")
+    runs = {
+        name: log_run(name, g, results, costs={"latency/search_ms_p50": latency, "latency/search_ms_p95": latency * 2})
+        for name, results, latency in (("good", good, 5.0), ("twin", good, 2.0), ("worse", worse, 1.0))
+    }
+    summary = finish_sweep()
+    yield parent, runs, summary
+    mlflow.set_tracking_uri(None)
+
+
+def test_the_sweeps_parent_run_holds_the_leaderboard_the_mde_and_the_report(tied_sweep, tmp_path):
+    parent, runs, summary = tied_sweep
+    client = mlflow.MlflowClient()
+    board = pd.DataFrame(**{k: v for k, v in load_table(client, parent).items() if k in ("columns", "data")})
+    assert list(board["run_id"]) == [runs["good"], runs["twin"], runs["worse"]]
+    assert list(board["tied_with_best"]) == [True, True, False]
+    assert board["p_holm"].iloc[1] == 1 and board["p_holm"].iloc[2] < 0.05
+    assert board["delta"].iloc[2] == pytest.approx(-8 * 0.5 / 40)
+    assert {"ci_low", "ci_high", "latency/search_ms_p50", "latency/search_ms_p95", "config"} <= set(board.columns)
+    metrics = client.get_run(parent).data.metrics
+    assert metrics["stats/mde_ndcg_at_10"] == pytest.approx(summary.results.mde) and 0 < summary.results.mde < 1
+    artifacts = {a.path for a in client.list_artifacts(parent)}
+    assert "report.html" in artifacts
+    assert client.get_run(parent).info.status == "FINISHED"
+
+
+def load_table(client: mlflow.MlflowClient, run_id: str) -> dict:
+    """The parent run's `tables/leaderboard.json` (MLflow's table format: columns, data)."""
+    return json.loads(Path(client.download_artifacts(run_id, "tables/leaderboard.json")).read_text())
+
+
+def test_best_config_among_tied_takes_the_cheapest_of_the_tied_not_the_cheapest_overall(tied_sweep, capsys):
+    parent, runs, _ = tied_sweep
+    assert find_best("ndcg_at_10", sweep=parent).run_id == runs["good"]  # equal means: the earlier run
+    tied = find_best("ndcg_at_10", sweep=parent, among="tied", prefer="latency/search_ms_p50")
+    assert tied.run_id == runs["twin"]  # `worse` is faster still, but significantly worse
+    assert "2 of 3 runs tied with the best" in tied.why
+    assert best_config("ndcg_at_10", among="tied", prefer="latency/search_ms_p95") == tied.config
+    # without --sweep: the runs of the experiment scored on the same golden set
+    assert find_best("ndcg_at_10", among="tied").run_id == runs["twin"]
+    assert best.main(["--metric", "ndcg_at_10", "--among", "tied", "--sweep", parent]) == 0
+    assert f"run {runs['twin']}: ndcg_at_10 = 1.0000, the lowest latency/search_ms_p50 (2)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--among", "tied", "--minimize"], "cannot be combined with --minimize"),
+        (["--among", "tied", "--metric", "latency/search_ms_p50"], "is not a per-question metric"),
+        (["--prefer", "p@50"], "--prefer 'p@50': not a metric name"),
+    ],
+)
+def test_best_among_tied_bad_input_is_one_line_and_exit_2(tied_sweep, capsys, argv, message):
+    with pytest.raises(SystemExit) as exit:
+        best.main(argv)
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+@pytest.mark.slow
+def test_a_real_sweep_prints_the_leaderboard_and_its_report_opens_in_chromium(real_sweep, browser, tmp_path):
+    """`python -m sweep -m model=bm25,tfidf`: the console leaderboard and MDE line, and the report
+    (in the sweep folder and as the parent run's artifact, the same page) rendered by Chromium."""
+    from selenium.webdriver.common.by import By
+
+    store, runs, cwd, printed = real_sweep
+    assert "Leaderboard by ndcg_at_10" in printed and "answerable questions, differences below" in printed
+    client = mlflow.MlflowClient(store)
+    [parent] = [r for r in client.search_runs(["1"]) if r.data.tags.get("sweep.parent")]
+    report = cwd / "multirun" / "report.html"
+    assert f"Report: {report.relative_to(cwd)}" in printed or f"Report: {report}" in printed
+    logged = Path(client.download_artifacts(parent.info.run_id, "report.html", str(tmp_path)))
+    assert logged.read_text() == report.read_text()
+    order = [row[0] for row in load_table(client, parent.info.run_id)["data"]]
+    assert sorted(order) == sorted(runs.values())
+    browser.get(report.as_uri())
+    rows = browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")
+    assert [row.get_attribute("data-run-id") for row in rows] == order
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#pareto circle.point")) == 2
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#heatmap td.heat")) == 2 * 3  # 2 models x 3 answerable types
+    assert browser.find_element(By.CSS_SELECTOR, "p.mde").text.startswith("with 12 answerable questions")
+    browser.set_window_size(1280, browser.execute_script("return document.body.scrollHeight") + 100)
+    assert browser.save_screenshot(str(tmp_path / "report.png")) and (tmp_path / "report.png").stat().st_size > 10_000

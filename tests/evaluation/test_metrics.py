@@ -1,0 +1,191 @@
+"""The metric contract of DESIGN.md, pinned on small hand-checked cases."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers.data import golden_of, ranked
+from sweep.errors import InputError
+from sweep.evaluation import ABSTAIN_CORRECT, ABSTAIN_FALSE, Metric, score
+from sweep.formats.runs import Run
+
+
+def test_seed_worked_example(seed_example):
+    golden, run = seed_example
+    evaluation = score(golden, run, ["recall_at_1", "recall_at_3", "mrr"])
+    per_query = evaluation.per_query
+    assert per_query["recall_at_1"].tolist() == [0, 1, 0]
+    assert per_query["recall_at_3"].tolist() == [1, 1, 0]
+    assert per_query["mrr"].tolist() == [0.5, 1, 0]
+    assert round(evaluation.mean["recall_at_3"], 3) == 0.667
+    assert evaluation.mean["mrr"] == 0.5
+
+
+def values(relevant, docs, metric, **kwargs):
+    return score(golden_of({"q": relevant}), ranked({"q": docs}), [metric], **kwargs).per_query.loc["q", metric]
+
+
+def test_precision_divides_by_k_even_when_fewer_were_returned():
+    assert values({"a": 1}, ["a"], "precision_at_5") == pytest.approx(1 / 5)
+    assert values({"a": 1, "b": 1}, ["x", "a", "b"], "precision_at_2") == pytest.approx(1 / 2)
+
+
+def test_recall_hit_and_reciprocal_rank_cutoffs():
+    relevant, docs = {"a": 1, "b": 2, "c": 1}, ["x", "y", "b", "z", "a"]
+    assert values(relevant, docs, "recall_at_3") == pytest.approx(1 / 3)
+    assert values(relevant, docs, "recall_at_100") == pytest.approx(2 / 3)
+    assert values(relevant, docs, "hit_at_2") == 0
+    assert values(relevant, docs, "hit_at_3") == 1
+    assert values(relevant, docs, "mrr") == pytest.approx(1 / 3)
+    assert values(relevant, docs, "mrr_at_2") == 0
+    assert values(relevant, docs, "mrr_at_3") == pytest.approx(1 / 3)
+
+
+def test_ndcg_uses_grades_as_gains_and_an_ideal_from_all_judgments():
+    relevant, docs = {"a": 3, "b": 1, "c": 2, "n": 0}, ["b", "n", "a"]
+    dcg = 1 / math.log2(2) + 3 / math.log2(4)
+    ideal = 3 / math.log2(2) + 2 / math.log2(3) + 1 / math.log2(4)
+    assert values(relevant, docs, "ndcg_at_3") == pytest.approx(dcg / ideal)
+    ideal_at_2 = 3 + 2 / math.log2(3)
+    assert values(relevant, docs, "ndcg_at_2") == pytest.approx(1 / ideal_at_2)
+    exp_dcg = 1 + 7 / 2
+    exp_ideal = 7 + 3 / math.log2(3) + 1 / 2
+    assert values(relevant, docs, "ndcg_at_3", gain="exponential") == pytest.approx(exp_dcg / exp_ideal)
+
+
+def test_average_precision_and_its_cutoff_divide_by_all_relevant():
+    relevant, docs = {"a": 1, "b": 1, "c": 1}, ["a", "x", "b", "y"]
+    assert values(relevant, docs, "map") == pytest.approx((1 + 2 / 3) / 3)
+    assert values(relevant, docs, "map_at_2") == pytest.approx(1 / 3)
+
+
+def test_r_precision_with_more_relevant_than_retrieved():
+    assert values({"a": 1, "b": 1, "c": 1, "d": 1}, ["a", "x", "b"], "r_precision") == pytest.approx(2 / 4)
+    assert values({"a": 1, "b": 1}, ["x", "a", "b"], "r_precision") == pytest.approx(1 / 2)
+
+
+def test_relevance_level_applies_to_binary_metrics_but_not_to_ndcg():
+    relevant, docs = {"a": 1, "b": 2}, ["a", "b"]
+    assert values(relevant, docs, "recall_at_1", relevance_level=2) == 0
+    assert values(relevant, docs, "mrr", relevance_level=2) == 0.5
+    assert values(relevant, docs, "ndcg_at_2", relevance_level=2) == values(relevant, docs, "ndcg_at_2")
+
+
+def test_unanswerable_questions_are_scored_by_abstention_only():
+    golden = golden_of({"answered": {"a": 1}, "empty": {"b": 1}, "none1": {}, "none2": {"x": 0}})
+    run = ranked({"answered": ["a"], "none1": ["z"]})  # "empty" and "none2" returned nothing
+    evaluation = score(golden, run, ["recall_at_1", ABSTAIN_CORRECT, ABSTAIN_FALSE])
+    assert evaluation.per_query.loc["none1", "recall_at_1"] != evaluation.per_query.loc["none1", "recall_at_1"]  # NaN
+    assert evaluation.mean["recall_at_1"] == 0.5  # answered 1, empty 0; unanswerable not averaged in as 0
+    assert evaluation.mean[ABSTAIN_CORRECT] == 0.5  # none2 got nothing, none1 got something
+    assert evaluation.mean[ABSTAIN_FALSE] == 0.5  # "empty" is answerable and got nothing
+
+
+def test_default_metrics_add_abstention_rates_that_apply(seed_example):
+    golden, run = seed_example
+    assert ABSTAIN_CORRECT not in score(golden, run).mean  # no unanswerable question
+    with_unanswerable = golden_of({"q": {"a": 1}, "u": {}})
+    mean = score(with_unanswerable, ranked({"q": ["a"]})).mean
+    assert mean[ABSTAIN_CORRECT] == 1.0 and mean[ABSTAIN_FALSE] == 0.0 and mean["ndcg_at_10"] == 1.0
+
+
+def test_run_files_break_ties_by_doc_id_descending_but_the_pipeline_order_stands():
+    frame = pd.DataFrame({"qid": ["q"] * 3, "docid": ["d1", "d3", "d2"], "score": [1.0, 1.0, 2.0]})
+    assert [d for d, _ in Run.from_scored(frame).rankings()["q"]] == ["d2", "d3", "d1"]
+    pipeline = Run.from_ranked({"q": [("d1", 1.0), ("d3", 1.0), ("d2", 2.0)]})
+    assert [d for d, _ in pipeline.rankings()["q"]] == ["d1", "d3", "d2"]
+
+
+def test_a_document_listed_twice_keeps_its_best_score_with_one_warning(caplog):
+    frame = pd.DataFrame({"qid": ["q"] * 4, "docid": ["a", "b", "a", "b"], "score": [1.0, 3.0, 5.0, 0.5]})
+    with caplog.at_level(logging.WARNING):
+        run = Run.from_scored(frame)
+    assert run.rankings()["q"] == [("a", 5.0), ("b", 3.0)]
+    assert len([r for r in caplog.records if "more than once" in r.message]) == 1
+
+
+def test_missing_and_extra_queries(caplog):
+    golden = golden_of({"q1": {"a": 1}, "q2": {"b": 1}})
+    with caplog.at_level(logging.WARNING):
+        evaluation = score(golden, ranked({"q1": ["a"], "stray": ["a"], "stray2": ["b"]}), ["recall_at_1"])
+    assert evaluation.per_query["recall_at_1"].to_dict() == {"q1": 1.0, "q2": 0.0}
+    assert evaluation.per_query.loc["q2", "abstained"] == 1.0
+    assert len([r for r in caplog.records if "not in the golden set" in r.message]) == 1
+
+
+def test_many_cutoffs_past_the_deepest_result():
+    evaluation = score(
+        golden_of({"q": {"a": 1, "b": 1}}), ranked({"q": ["a"]}), ["recall_at_1", "recall_at_1000", "ndcg_at_1000"]
+    )
+    assert evaluation.mean["recall_at_1000"] == 0.5
+    assert evaluation.mean["ndcg_at_1000"] == pytest.approx(1 / (1 + 1 / math.log2(3)))
+
+
+def test_an_empty_run_scores_zero_everywhere():
+    evaluation = score(golden_of({"q": {"a": 1}}), Run.from_ranked({}), ["ndcg_at_10", "map", "r_precision", "mrr"])
+    assert all(v == 0 for v in evaluation.mean.values())
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("ndcg_at_0", "k must be a positive integer"),
+        ("recall_at_-3", "k must be a positive integer"),
+        ("recall", "needs a cutoff"),
+        ("r_precision_at_5", "takes no cutoff"),
+        ("bleu", "valid metrics: recall_at_K"),
+        ("ndcg@10", "unknown metric"),
+    ],
+)
+def test_bad_metric_names(name, problem):
+    with pytest.raises(InputError, match=problem):
+        Metric.parse(name)
+
+
+def test_relevance_level_must_be_positive(seed_example):
+    with pytest.raises(InputError, match="relevance level"):
+        score(*seed_example, ["mrr"], relevance_level=0)
+
+
+def test_groups_by_type_and_tag_and_the_worst_questions():
+    golden = golden_of(
+        {"a": {"x": 1}, "b": {"y": 1}, "c": {"z": 1}, "u": {}}, types={"a": "t1", "b": "t1", "c": "t2", "u": "none"}
+    )
+    golden = type(golden)(tuple(q if q.id != "c" else type(q)(**{**q.__dict__, "tags": ("hard",)}) for q in golden))
+    evaluation = score(golden, ranked({"a": ["x"], "b": ["q", "y"], "c": ["q"]}), ["mrr"])
+    by_type = evaluation.by("type")
+    assert by_type.loc["t1", "mrr"] == 0.75 and by_type.loc["t2", "mrr"] == 0 and by_type.loc["t1", "n"] == 2
+    assert by_type.loc["none", ABSTAIN_CORRECT] == 1.0 and np.isnan(by_type.loc["none", "mrr"])
+    assert evaluation.by_tag().loc["hard", "mrr"] == 0
+    worst = evaluation.worst(2)
+    assert worst.index.tolist() == ["c", "b"]
+    assert worst.loc["b", "retrieved"] == [("q", 0), ("y", 1)] and worst.loc["c", "relevant"] == {"z": 1}
+
+
+def test_a_run_written_as_trec_reads_back_identically(tmp_path):
+    run = Run.from_ranked({"q1": [("b", 2.5), ("a", 2.5), ("c", 0.1)], "q2": [("007", 1.0)]})
+    run.to_trec(tmp_path / "run.trec")
+    assert Run.read(tmp_path / "run.trec").rankings() == run.rankings()
+    assert (tmp_path / "run.trec").read_text().splitlines()[0] == "q1 Q0 b 1 2.5 golden-sweep"
+
+
+def test_holes_in_the_golden_set_are_named_with_how_many_questions_they_touch(caplog):
+    from sweep.experiment.trial import warn_about_holes
+
+    golden = golden_of({"a": {"d1": 1, "d2": 0}, "b": {"d3": 1}, "c": {"d4": 1}, "u": {}})
+    run = ranked({"a": ["d1", "x", "d2"], "b": ["d3", "y", "z"], "c": ["d4"], "u": ["w"]})
+    evaluation = score(golden, run)
+    assert evaluation.per_query["judged_at_10"].to_dict() == pytest.approx(
+        {"a": 2 / 3, "b": 1 / 3, "c": 1.0, "u": float("nan")}, nan_ok=True
+    )  # the unanswerable question is scored by abstention, like every rank metric
+    with caplog.at_level("WARNING"):
+        warn_about_holes(evaluation, floor=0.5)
+    assert "1 of 3 answerable questions have judged_at_10 below 0.5" in caplog.text
+    caplog.clear()
+    warn_about_holes(evaluation, floor=0.3)
+    assert caplog.text == ""

@@ -1,0 +1,100 @@
+"""Property tests: every metric trec_eval also computes agrees with pytrec_eval to 1e-9.
+
+Randomized graded qrels (grades 0..3), runs with tied scores, runs shorter than k,
+unjudged documents and queries missing from the run, at relevance levels 1 and 2.
+"""
+
+from __future__ import annotations
+
+import pytest
+import pytrec_eval
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sweep.evaluation import score
+from sweep.formats.golden import GoldenSet, Question
+from sweep.formats.runs import Run
+
+CUTOFFS = (1, 2, 3, 5, 10, 20)
+TREC_MEASURES = {f"{m}.{','.join(map(str, CUTOFFS))}" for m in ("P", "recall", "success", "ndcg_cut", "map_cut")} | {
+    "recip_rank", "map", "Rprec", "ndcg",
+}  # fmt: skip
+OURS_TO_TREC = {
+    **{f"precision_at_{k}": f"P_{k}" for k in CUTOFFS},
+    **{f"recall_at_{k}": f"recall_{k}" for k in CUTOFFS},
+    **{f"hit_at_{k}": f"success_{k}" for k in CUTOFFS},
+    **{f"ndcg_at_{k}": f"ndcg_cut_{k}" for k in CUTOFFS},
+    **{f"map_at_{k}": f"map_cut_{k}" for k in CUTOFFS},
+    "mrr": "recip_rank",
+    "map": "map",
+    "r_precision": "Rprec",
+    "ndcg": "ndcg",
+}
+
+# ids of different lengths so that tie-breaking by string order ("d10" < "d9") matters
+doc_ids = st.sampled_from([f"d{i}" for i in range(1, 16)] + ["D1", "a", "zz", "007"])
+
+
+@st.composite
+def qrels_and_run(draw):
+    qrels, run = {}, {}
+    for q in range(draw(st.integers(1, 8))):
+        qid = f"q{q}"
+        qrels[qid] = draw(st.dictionaries(doc_ids, st.integers(0, 3), min_size=1, max_size=10))
+        if draw(st.booleans()) or q == 0:  # some queries are missing from the run
+            # few distinct scores, so ties are common; runs from 1 document to past the deepest cutoff
+            run[qid] = draw(
+                st.dictionaries(doc_ids, st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, -1.0]), min_size=1, max_size=12)
+            )
+    return qrels, run
+
+
+def ours(qrels, run, relevance_level):
+    golden = GoldenSet(tuple(Question(qid, "", rel) for qid, rel in qrels.items()))
+    return score(golden, Run.from_dict(run), list(OURS_TO_TREC), relevance_level=relevance_level)
+
+
+# Grades start at 0: after a few hundred evaluations with negative grades, pytrec-eval-terrier
+# 0.5.11 hangs inside evaluate(). trec_eval 10.0 handles them, and test_trec_eval_reference
+# checks our metrics on its qrels with -1 grades.
+@pytest.mark.parametrize("relevance_level", [1, 2])
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(data=qrels_and_run())
+def test_agrees_with_pytrec_eval(data, relevance_level):
+    check_agreement(*data, relevance_level=relevance_level)
+
+
+def check_agreement(qrels, run, relevance_level):
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, TREC_MEASURES, relevance_level=relevance_level).evaluate(run)
+    evaluation = ours(qrels, run, relevance_level)
+    answerable = evaluation.per_query[evaluation.per_query["answerable"]]
+    for qid, row in answerable.iterrows():
+        for name, trec_name in OURS_TO_TREC.items():
+            # trec_eval -c: a query the run does not mention retrieved nothing and scores 0
+            expected = theirs[qid][trec_name] if qid in theirs else 0.0
+            assert row[name] == pytest.approx(expected, abs=1e-9), (qid, name)
+    for name in OURS_TO_TREC:
+        expected = [theirs[q][OURS_TO_TREC[name]] if q in theirs else 0.0 for q in answerable.index]
+        if expected:
+            assert evaluation.mean[name] == pytest.approx(sum(expected) / len(expected), abs=1e-9)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(data=qrels_and_run())
+def test_judged_at_k_counts_what_pytrec_eval_counts_as_judged(data):
+    """judged_at_k is trec_eval's P@k with every judgment counted relevant (grades shifted up by
+    one, since pytrec_eval takes no relevance level 0), over min(k, documents returned) rather than k."""
+    qrels, run = data
+    shifted = {qid: {doc: grade + 1 for doc, grade in rel.items()} for qid, rel in qrels.items()}
+    theirs = pytrec_eval.RelevanceEvaluator(shifted, {f"P.{','.join(map(str, CUTOFFS))}"}).evaluate(run)
+    golden = GoldenSet(tuple(Question(qid, "", rel) for qid, rel in qrels.items()))
+    names = [f"judged_at_{k}" for k in CUTOFFS]
+    per_query = score(golden, Run.from_dict(run), names).per_query
+    for qid, row in per_query[per_query["answerable"]].iterrows():
+        returned = len(run.get(qid, {}))
+        for k in CUTOFFS:
+            if not returned:  # nothing shown: nothing unjudged, and nothing to divide by
+                assert row[f"judged_at_{k}"] != row[f"judged_at_{k}"], (qid, k)  # NaN
+                continue
+            expected = theirs[qid][f"P_{k}"] * k / min(k, returned)
+            assert row[f"judged_at_{k}"] == pytest.approx(expected, abs=1e-9), (qid, k)

@@ -1,0 +1,1 @@
+"""What several test files share: small data builders, the command runner, logged runs."""

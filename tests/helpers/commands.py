@@ -1,0 +1,71 @@
+"""`python -m sweep` in a subprocess, the store it leaves, and what its command lines print."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+from hydra import compose, initialize_config_module
+from omegaconf import DictConfig
+
+
+def sweep_command(cwd: Path, data: Path, *overrides: str, env: dict | None = None) -> tuple[list[str], dict]:
+    """`python -m sweep OVERRIDES` on `data`, everything it writes under `cwd`: (argv, environment)."""
+    args = [
+        sys.executable, "-m", "sweep", *overrides,
+        f"golden.path={data / 'golden.jsonl'}", f"golden.corpus={data / 'corpus.jsonl'}",
+        f"cache_dir={cwd / 'cache'}", f"hydra.run.dir={cwd / 'outputs'}", f"hydra.sweep.dir={cwd / 'multirun'}",
+    ]  # fmt: skip
+    return args, {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | (env or {})
+
+
+def sweep(cwd: Path, data: Path, *overrides: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    args, environment = sweep_command(cwd, data, *overrides, env=env)
+    return subprocess.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
+
+
+def runs_in(store: str) -> tuple[mlflow.MlflowClient, list]:
+    client = mlflow.MlflowClient(tracking_uri=store)
+    experiment = client.get_experiment_by_name("golden-sweep")
+    return client, client.search_runs([experiment.experiment_id])
+
+
+def compose_config(*overrides: str) -> DictConfig:
+    """The config `python -m sweep OVERRIDES` runs, composed in process."""
+    with initialize_config_module(version_base="1.3", config_module="sweep.conf"):
+        return compose("config", overrides=list(overrides))
+
+
+def one_error_line(stderr: str) -> str:
+    """The command's only `error:` line; no traceback anywhere."""
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, stderr[-2000:]
+    return lines[0].removeprefix("error: ")
+
+
+def wait_for(store: Path, condition, timeout: float = 120) -> list[dict]:
+    """Poll the other process's store, read-only and without MLflow (which would create tables
+    while that process does), until `condition(runs)` holds; the runs as {run_id, status, child}."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as database:
+                rows = database.execute(
+                    "SELECT r.run_uuid, r.status, t.value FROM runs r LEFT JOIN tags t"
+                    " ON t.run_uuid = r.run_uuid AND t.key = 'mlflow.parentRunId'"
+                ).fetchall()
+            runs = [
+                {"run_id": run_id, "status": status, "child": parent is not None} for run_id, status, parent in rows
+            ]
+            if condition(runs):
+                return runs
+        except sqlite3.Error:  # not created yet, or its tables not yet
+            pass
+        time.sleep(0.1)
+    raise AssertionError("the store never reached the expected state")

@@ -1,0 +1,437 @@
+"""Chunking strategies with the real MiniLM tokenizer (and model, for `semantic`): sizes, overlap,
+exact offsets back into the text, coverage, Markdown heading paths, on generated and real documents."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers.paths import CHUNKING_EVAL, KB
+from sweep.errors import InputError
+from sweep.formats.corpus import Corpus, Document
+from sweep.retrieval.chunking import (
+    Chunk,
+    Chunker,
+    MarkdownChunker,
+    RecursiveChunker,
+    SemanticChunker,
+    SentenceChunker,
+    TokenChunker,
+)
+
+TEXT = " ".join(f"word{i}" for i in range(120))  # a few hundred MiniLM tokens
+STRATEGIES = {
+    "tokens": TokenChunker,
+    "recursive": RecursiveChunker,
+    "sentences": SentenceChunker,
+    "markdown": MarkdownChunker,
+    "semantic": SemanticChunker,
+}
+FAST = [name for name in STRATEGIES if name != "semantic"]  # semantic runs the model: fewer examples
+
+
+@functools.cache
+def _tokenizer():
+    return TokenChunker(8, overlap=0).tokenizer
+
+
+@functools.cache
+def _model():
+    return SemanticChunker(8).model
+
+
+def make(kind: str | type, size: int, **kwargs) -> Chunker:
+    """A chunker that shares one tokenizer (and model) with every other in this module."""
+    cls = STRATEGIES[kind] if isinstance(kind, str) else kind
+    if cls is TokenChunker:
+        kwargs.setdefault("overlap", 0)
+    chunker = cls(size, **kwargs)
+    chunker.__dict__["tokenizer"] = _tokenizer()
+    if cls is SemanticChunker:
+        chunker.__dict__["model"] = _model()
+    return chunker
+
+
+def count(text: str) -> int:
+    return len(_tokenizer()(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+
+def check_chunks(corpus: Corpus, chunks: list[Chunk], size: int, windows: bool = False) -> None:
+    """Exact offsets, document order, numbering, coverage of every non-whitespace character, and
+    token counts: at most `size`, and those of the chunk's text (`windows`: of the window in the
+    document's tokens, which differ where a window starts or ends inside a word)."""
+    by_doc = {doc.id: [] for doc in corpus}
+    for chunk in chunks:
+        by_doc[chunk.doc_id].append(chunk)
+    assert [c.doc_id for c in chunks] == [d for d, cs in by_doc.items() for _ in cs]  # documents in corpus order
+    for doc in corpus:
+        content, mine = doc.content, by_doc[doc.id]
+        covered = bytearray(len(content))
+        for chunk in mine:
+            assert content[chunk.start : chunk.end] == chunk.text
+            assert chunk.text and (windows or chunk.n_tokens == count(chunk.text))
+            assert chunk.n_tokens <= size or size == 0
+            covered[chunk.start : chunk.end] = b"\1" * (chunk.end - chunk.start)
+        assert [c.index for c in mine] == list(range(len(mine)))
+        assert all(a.start < b.start for a, b in zip(mine, mine[1:]))  # document order
+        missed = [ch for ch, hit in zip(content, covered) if not hit and not ch.isspace()]
+        assert not missed, f"{doc.id}: characters in no chunk: {''.join(missed)[:80]!r}"
+
+
+# ------------------------------------------------------------------ generated documents
+
+WORD = st.one_of(
+    st.text(st.characters(codec="utf-8", categories=("L", "N")), min_size=1, max_size=12),
+    st.sampled_from(["the", "policy", "München", "naïve", "東京都", "녀석", "🙂", "e.g.", "U.S.", "3.14", "$20"]),
+    st.text("abcdefghij", min_size=40, max_size=250),  # long words: split inside, or one [UNK]
+)
+SPACE = st.sampled_from([" ", " ", " ", "  ", "\n", "\n\n", "\n\n\n", "\t", "\r\n", " \n ", "\u00a0", "\u3000"])
+SENTENCE = st.builds(
+    lambda words, end: " ".join(words) + end,
+    st.lists(WORD, min_size=1, max_size=25),
+    st.sampled_from(". ! ? \n".split(" ")),
+)
+HEADING = st.builds(
+    lambda level, words: "\n" + "#" * level + " " + " ".join(words) + "\n",
+    st.integers(1, 4),
+    st.lists(WORD, max_size=4),
+)
+FENCE = st.just("\n```\n# not a heading\nprint(1)\n```\n")
+PIECE = st.one_of(WORD, SPACE, SENTENCE, SENTENCE, HEADING, FENCE)
+DOCUMENT = st.builds(
+    lambda title, pieces: Document("doc", "".join(pieces), title),
+    st.sampled_from(["", "A title", "Ünïcode title"]),
+    st.lists(PIECE, min_size=1, max_size=60),
+)
+SIZES = st.sampled_from([12, 32, 100])
+
+
+@pytest.mark.parametrize("kind", FAST)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=DOCUMENT, size=SIZES)
+def test_generated_documents_are_covered_by_exact_chunks(kind, doc, size):
+    corpus = Corpus((doc, Document("other", "A second document. It has two sentences.")))
+    check_chunks(corpus, make(kind, size).split(corpus), size, windows=kind == "tokens")
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=DOCUMENT, size=SIZES)
+def test_semantic_chunks_of_generated_documents_are_exact_and_within_size(doc, size):
+    corpus = Corpus((doc,))
+    check_chunks(corpus, make("semantic", size).split(corpus), size)
+
+
+PLAIN_WORD = st.text(st.characters(codec="utf-8", categories=("Ll", "Lu")), min_size=1, max_size=8)
+PROSE = st.lists(
+    st.builds(lambda words, end: " ".join(words) + end, st.lists(PLAIN_WORD, min_size=1, max_size=20), SPACE),
+    min_size=1,
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=40, deadline=None)
+@given(doc=DOCUMENT, size=SIZES, overlap=st.integers(1, 11))
+def test_recursive_overlap_keeps_sizes_and_makes_progress(doc, size, overlap):
+    corpus = Corpus((doc,))
+    chunks = make("recursive", size, overlap=overlap).split(corpus)
+    check_chunks(corpus, chunks, size)
+    assert all(a.end < b.end for a, b in zip(chunks, chunks[1:]))  # every chunk adds text
+
+
+@settings(max_examples=40, deadline=None)
+@given(text=PROSE, size=SIZES, overlap=st.integers(1, 11))
+def test_recursive_overlap_repeats_the_end_of_each_chunk(text, size, overlap):
+    """Of words shorter than a piece: every chunk starts inside the one before (a word longer
+    than min(overlap, size - overlap) tokens can fill a chunk alone, and then there is none)."""
+    corpus = Corpus((Document("d", text),))
+    chunks = make("recursive", size, overlap=overlap).split(corpus)
+    check_chunks(corpus, chunks, size)
+    assert all(b.start < a.end for a, b in zip(chunks, chunks[1:]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(doc=DOCUMENT, size=SIZES, overlap=st.integers(0, 6))
+def test_sentence_overlap_makes_progress(doc, size, overlap):
+    corpus = Corpus((doc,))
+    chunks = make("sentences", size, overlap=overlap).split(corpus)
+    check_chunks(corpus, chunks, size)
+    assert all(a.end < b.end for a, b in zip(chunks, chunks[1:]))  # every chunk adds text
+
+
+# ------------------------------------------------------------------ what each strategy promises
+
+NUMBERED = "".join(f"Sentence {n} is short. " for n in range(40)).strip()  # 5 MiniLM tokens a sentence
+
+
+def numbers(chunk: Chunk) -> list[int]:
+    return [int(n) for n in re.findall(r"Sentence (\d+)", chunk.text)]
+
+
+def test_sentences_pack_whole_sentences_and_overlap_counts_sentences():
+    corpus = Corpus((Document("d", NUMBERED),))
+    plain = make("sentences", 40).split(corpus)
+    assert [numbers(c) for c in plain] == [list(range(n, n + 8)) for n in range(0, 40, 8)]  # 8 sentences of 5 tokens
+    assert all(c.text.startswith("Sentence") and c.text.endswith("short.") for c in plain)
+    chunks = make("sentences", 40, overlap=2).split(corpus)
+    check_chunks(corpus, chunks, 40)
+    for a, b in zip(chunks, chunks[1:]):
+        assert numbers(b)[:2] == numbers(a)[-2:]  # the next chunk starts 2 sentences before the last ended
+    assert numbers(chunks[-1])[-1] == 39
+    greedy = make("sentences", 40, overlap=50).split(corpus)  # more than fits: one new sentence a chunk
+    assert [numbers(c) for c in greedy] == [list(range(n - 7, n + 1)) for n in range(7, 40)]
+
+
+def test_a_sentence_longer_than_size_is_split_on_its_own():
+    long = "This sentence goes on " + " and on" * 40 + "."
+    corpus = Corpus((Document("d", f"A first sentence here. {long} A last sentence here."),))
+    chunks = make("sentences", 16, overlap=1).split(corpus)
+    check_chunks(corpus, chunks, 16)
+    assert chunks[0].text == "A first sentence here."
+    assert chunks[-1].text == "A last sentence here."
+    assert all(long.find(c.text) >= 0 for c in chunks[1:-1]) and len(chunks) > 3
+
+
+def test_recursive_keeps_paragraphs_whole_where_they_fit():
+    paragraphs = [" ".join(f"p{p}w{w}" for w in range(8)) for p in range(6)]
+    corpus = Corpus((Document("d", "\n\n".join(paragraphs)),))
+    chunks = make("recursive", 60).split(corpus)
+    check_chunks(corpus, chunks, 60)
+    assert all(c.text.split("\n\n")[0] in paragraphs and c.text.split("\n\n")[-1] in paragraphs for c in chunks)
+
+
+def test_recursive_overlap_must_be_smaller_than_size():
+    with pytest.raises(InputError, match="chunking.overlap=16: must be smaller than chunk=16"):
+        RecursiveChunker(16, overlap=16)
+
+
+MARKDOWN = """Preamble before any heading.
+
+# Guide
+
+Intro of the guide.
+
+## Install
+
+Run the installer.
+
+```
+# not a heading: a comment in code
+pip install thing
+```
+
+### On Linux
+
+Use the package manager.
+
+## Use
+Setext heading
+--------------
+
+Body under setext.
+
+# Appendix
+Last words.
+"""
+
+
+def test_markdown_sections_carry_their_heading_path():
+    corpus = Corpus((Document("d", MARKDOWN),))
+    chunks = make("markdown", 200).split(corpus)
+    check_chunks(corpus, chunks, 200)
+    assert [(c.prefix, c.text.splitlines()[0]) for c in chunks] == [
+        ("", "Preamble before any heading."),
+        ("Guide", "# Guide"),
+        ("Guide > Install", "## Install"),
+        ("Guide > Install > On Linux", "### On Linux"),
+        ("Guide > Use", "## Use"),
+        ("Guide > Setext heading", "Setext heading"),
+        ("Appendix", "# Appendix"),
+    ]
+    install = chunks[2]
+    assert "# not a heading" in install.text  # inside its section: code is no heading
+    assert install.embedded_text == "Guide > Install\n\n" + install.text
+    assert chunks[0].embedded_text == chunks[0].text  # no prefix, nothing added
+    bare = make("markdown", 200, heading_prefix=False).split(corpus)
+    assert [(c.start, c.end) for c in bare] == [(c.start, c.end) for c in chunks]
+    assert all(c.prefix == "" and c.embedded_text == c.text for c in bare)
+
+
+def test_markdown_splits_an_oversized_section_within_it_and_keeps_its_path():
+    body = " ".join(f"Step {n} of the install is done." for n in range(30))
+    text = f"# Guide\n\n## Install\n\n{body}\n\n## Use\n\nShort."
+    corpus = Corpus((Document("d", text),))
+    chunks = make("markdown", 24).split(corpus)
+    check_chunks(corpus, chunks, 24)
+    install = [c for c in chunks if c.prefix == "Guide > Install"]
+    use_start = text.index("## Use")
+    assert len(install) > 3 and all(c.end <= use_start for c in install)
+    assert chunks[-1].prefix == "Guide > Use" and chunks[-1].text == "## Use\n\nShort."
+
+
+HEADED = st.lists(
+    st.tuples(st.integers(1, 4), st.lists(WORD, min_size=1, max_size=3), st.lists(SENTENCE, max_size=6)),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sections=HEADED, size=SIZES)
+def test_markdown_prefixes_are_the_heading_paths_of_generated_documents(sections, size):
+    text, starts, paths, open_ = "Before.\n", [], [], []
+    for level, words, body in sections:
+        title = " ".join(re.sub(r"[#`\\*_\[\]<>!&]", "x", w) for w in words).strip() or "x"
+        open_ = [(lv, t) for lv, t in open_ if lv < level] + [(level, title)]
+        starts.append(len(text))
+        paths.append(" > ".join(t for _, t in open_))
+        text += "#" * level + " " + title + "\n\n" + "".join(body).replace("#", "x").replace("`", "x") + "\n\n"
+    corpus = Corpus((Document("d", text),))
+    chunks = make("markdown", size).split(corpus)
+    check_chunks(corpus, chunks, size)
+    ends = starts[1:] + [len(text)]
+    for chunk in chunks:
+        if chunk.start < starts[0]:
+            assert chunk.prefix == "" and chunk.end <= starts[0]
+            continue
+        n = max(i for i, s in enumerate(starts) if s <= chunk.start)
+        assert chunk.prefix == paths[n] and chunk.end <= ends[n]  # within its section, offsets unshifted
+        assert chunk.embedded_text == f"{paths[n]}\n\n{chunk.text}"
+
+
+def test_markdown_without_headings_chunks_as_recursive():
+    corpus = Corpus((Document("d", TEXT + "\n\n" + NUMBERED, "Title"),))
+    markdown, recursive = make("markdown", 30).split(corpus), make("recursive", 30).split(corpus)
+    assert markdown == recursive
+
+
+def test_semantic_breaks_between_topics_within_size():
+    cats = " ".join(f"Cats purr and nap in the sun, fact {n}." for n in range(6))
+    tax = " ".join(f"The tax return is due in April, rule {n}." for n in range(6))
+    corpus = Corpus((Document("d", f"{cats} {tax} {cats}"),))
+    chunks = make("semantic", 64).split(corpus)
+    check_chunks(corpus, chunks, 64)
+    assert len(chunks) > 1
+    with pytest.raises(InputError, match="chunking.threshold=1: must be between 0 and 1"):
+        SemanticChunker(64, threshold=1)
+    with pytest.raises(InputError, match="chunking.threshold=1.5: must be a number from 0 to 1"):
+        SemanticChunker(64, threshold=1.5)
+
+
+# ------------------------------------------------------------------ every strategy alike
+
+
+@pytest.mark.parametrize("kind", list(STRATEGIES))
+def test_every_strategy_is_a_chunker_and_size_zero_keeps_whole_documents(kind):
+    corpus = Corpus((Document("long", TEXT, "Title"), Document("short", " tiny text\n")))
+    whole = make(kind, 0).split(corpus)
+    assert isinstance(make(kind, 0), Chunker)
+    assert whole == make("tokens", 0).split(corpus)  # the same chunks, whatever the strategy
+    assert [(c.doc_id, c.text, c.prefix) for c in whole] == [
+        ("long", f"Title\n\n{TEXT}", ""),
+        ("short", " tiny text\n", ""),
+    ]
+    with pytest.raises(InputError, match="chunking.size=-1: must be an integer >= 0"):
+        STRATEGIES[kind](-1)
+
+
+@pytest.mark.parametrize("kind", ["recursive", "sentences", "markdown"])
+def test_a_character_of_more_tokens_than_size_is_a_chunk_of_its_own(kind):
+    """The one case of a chunk over `size`: a character cannot be cut (녀 and 석 are 2 and 3
+    MiniLM tokens: Hangul syllables split into their letters)."""
+    corpus = Corpus((Document("d", "녀석 ab 녀"),))
+    chunks = make(kind, 1).split(corpus)
+    assert [(c.text, c.n_tokens) for c in chunks] == [("녀", 2), ("석", 3), ("ab", 1), ("녀", 2)]
+
+
+@pytest.mark.parametrize("kind", ["sentences", "recursive"])
+def test_negative_overlap_is_refused(kind):
+    with pytest.raises(InputError, match="chunking.overlap=-1: must be an integer >= 0"):
+        STRATEGIES[kind](16, overlap=-1)
+
+
+def test_embedded_text_is_the_prefix_then_the_text():
+    plain = Chunk("d", 0, 0, 4, "text", 1)
+    headed = Chunk("d", 0, 0, 4, "text", 1, prefix="A > B")
+    assert plain.embedded_text == "text"
+    assert headed.embedded_text == "A > B\n\ntext" == Chunk("d", 0, 0, 4, "text", 1, "A > B").embedded_text
+
+
+# ------------------------------------------------------------------ real documents
+
+
+def kb_corpus(limit: int | None = None) -> Corpus:
+    records = [json.loads(line) for line in (KB / "corpus.jsonl").read_text().splitlines()][:limit]
+    return Corpus(tuple(Document(r["id"], r["text"], r["title"]) for r in records))
+
+
+@pytest.mark.parametrize("kind", FAST)
+@pytest.mark.parametrize("size", [64, 200])
+def test_knowledge_base(kind, size):
+    corpus = kb_corpus()
+    check_chunks(corpus, make(kind, size).split(corpus), size, windows=kind == "tokens")
+
+
+def test_knowledge_base_semantic():
+    corpus = kb_corpus(3)
+    check_chunks(corpus, make("semantic", 64).split(corpus), 64)
+
+
+@pytest.mark.parametrize("kind", FAST)
+def test_chunking_benchmark_corpus(kind):
+    corpus = Corpus((Document("sotu", (CHUNKING_EVAL / "corpora" / "state_of_the_union.md").read_text()),))
+    extra = {"overlap": 16} if kind in ("tokens", "recursive") else {"overlap": 1} if kind == "sentences" else {}
+    check_chunks(corpus, make(kind, 200, **extra).split(corpus), 200, windows=kind == "tokens")
+
+
+# ------------------------------------------------------------------ tokens: the baseline's numbers
+
+
+@pytest.fixture(scope="module")
+def chunker_factory():
+    def make_tokens(size, overlap=0):
+        return make(TokenChunker, size, overlap=overlap)
+
+    return make_tokens
+
+
+def test_windows_cover_the_document_with_the_requested_overlap(chunker_factory):
+    corpus = Corpus((Document("d", TEXT, "Title"),))
+    chunker = chunker_factory(32, overlap=8)
+    chunks = chunker.split(corpus)
+    n_tokens = len(chunker.tokenizer(corpus.documents[0].content, add_special_tokens=False)["input_ids"])
+    assert len(chunks) == -(-(n_tokens - 8) // 24)
+    assert all(c.n_tokens == 32 for c in chunks[:-1]) and 0 < chunks[-1].n_tokens <= 32
+    content = corpus.documents[0].content
+    assert chunks[0].start == 0 and chunks[-1].end == len(content)
+    for chunk in chunks:
+        assert chunk.text == content[chunk.start : chunk.end] and chunk.doc_id == "d"
+    first, second = chunks[0], chunks[1]
+    assert second.start < first.end  # overlap: the second window starts inside the first
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+
+
+def test_size_zero_and_short_documents_stay_whole(chunker_factory):
+    corpus = Corpus((Document("long", TEXT), Document("short", "tiny text")))
+    whole = chunker_factory(0).split(corpus)
+    assert [(c.doc_id, c.text) for c in whole] == [("long", TEXT), ("short", "tiny text")]
+    assert [c.doc_id for c in chunker_factory(16).split(corpus)].count("short") == 1
+
+
+@pytest.mark.parametrize(
+    ("size", "overlap", "message"),
+    [
+        (-1, 0, "chunking.size=-1: must be an integer >= 0"),
+        (16, 16, "overlap=16"),
+        (16, -2, "chunking.overlap=-2: must be an integer >= 0"),
+    ],
+)
+def test_bad_sizes(size, overlap, message):
+    with pytest.raises(InputError, match=message):
+        TokenChunker(size, overlap)
+    with pytest.raises(InputError, match="chunking.overlap=32: must be smaller than chunk=16"):
+        TokenChunker(16)  # the default overlap needs chunks longer than 32 tokens

@@ -1,0 +1,158 @@
+"""Rerankers: a tiny real cross-encoder built here (random BERT, its own vocabulary) loaded
+through the config path users use, reciprocal-rank fusion, and hybrid under a filter."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    BertConfig,
+    BertForSequenceClassification,
+    BertTokenizer,
+)
+
+from sweep.errors import InputError
+from sweep.experiment.trial import build_pipeline
+from sweep.retrieval.chunking import TokenChunker
+from sweep.retrieval.filters import PreFilter
+from sweep.retrieval.lexical import BM25Retriever, TfidfRetriever
+from sweep.retrieval.pipeline import Pipeline
+from sweep.retrieval.rerank import CrossEncoderReranker, HybridReranker, reciprocal_rank_fusion
+
+MAX_LENGTH = 128
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tmp_path_factory, small_kb) -> Path:
+    """A 2-layer BERT with random weights and a vocabulary of the corpus's words, saved as a folder."""
+    corpus, golden = small_kb
+    folder = tmp_path_factory.mktemp("tiny-cross-encoder")
+    words = Counter(re.findall(r"[a-z]+", " ".join([d.content for d in corpus] + [q.question for q in golden]).lower()))
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(words)]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    BertTokenizer(str(folder / "vocab.txt"), model_max_length=MAX_LENGTH).save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=MAX_LENGTH, num_labels=1, initializer_range=0.5,
+    )  # fmt: skip
+    BertForSequenceClassification(config).save_pretrained(folder)
+    return folder
+
+
+def logits(folder: Path, query: str, texts: list[str]) -> np.ndarray:
+    """The model's own scores for (query, text) pairs, straight from transformers."""
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    batch = tokenizer(
+        [query] * len(texts), texts, truncation=True, max_length=MAX_LENGTH, padding=True, return_tensors="pt"
+    )
+    with torch.no_grad():
+        return model(**batch).logits[:, 0].numpy()
+
+
+def test_cross_encoder_from_config_reranks_by_its_own_scores(small_kb, tiny_cross_encoder):
+    corpus, golden = small_kb
+    with initialize_config_module(version_base="1.3", config_module="sweep.conf"):
+        cfg = compose(
+            "config",
+            overrides=[
+                "model=tfidf",
+                "chunk=0",
+                "reranker=cross_encoder",
+                f"reranker.model={tiny_cross_encoder}",
+                "reranker.candidates=6",
+            ],
+        )
+    pipeline = build_pipeline(cfg)
+    assert isinstance(pipeline.reranker, CrossEncoderReranker)
+    reranked = pipeline.retrieve(corpus, golden)
+    retrieved = Pipeline(TokenChunker(0), TfidfRetriever()).retrieve(corpus, golden)
+    assert reranked.stats["time/rerank_s"] > 0
+    reordered = 0
+    for qid, candidates in retrieved.results.rankings(limit=6).items():
+        docs = [doc for doc, _ in candidates]
+        scores = logits(tiny_cross_encoder, golden.by_id[qid].question, [corpus.by_id[d].content for d in docs])
+        assert len(set(scores.round(4))) == len(docs)  # no ties: the order is the model's alone
+        order = np.argsort(-scores)
+        assert [doc for doc, _ in reranked.results.rankings()[qid]] == [docs[i] for i in order], qid
+        # the document's score is the model's raw score (no sigmoid to saturate)
+        np.testing.assert_allclose(
+            [score for _, score in reranked.results.rankings()[qid]], scores[order], rtol=1e-4, atol=1e-5
+        )
+        reordered += order.tolist() != list(range(len(docs)))
+    assert reordered >= len(golden) // 2  # the model's order, not the retriever's
+
+
+@pytest.mark.parametrize(
+    "model, message",
+    [
+        (None, "reranker.model is not set"),
+        ("/no/such/cross-encoder", "reranker.model=/no/such/cross-encoder: no such folder"),
+    ],
+)
+def test_a_missing_cross_encoder_is_a_clear_error(model, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        CrossEncoderReranker(model=model)
+    with pytest.raises(InputError, match="reranker.candidates=0: must be an integer >= 1"):
+        CrossEncoderReranker(model=model, candidates=0)
+
+
+@pytest.mark.parametrize("setting", [{"k": -1}, {"bm25_weight": float("inf")}])
+def test_bad_fusion_settings_are_clear_errors(setting):
+    with pytest.raises(InputError, match=f"reranker.{next(iter(setting))}="):
+        HybridReranker(**setting)
+
+
+def test_a_model_with_several_labels_is_not_a_reranker(tmp_path, tiny_cross_encoder):
+    config = BertConfig.from_pretrained(tiny_cross_encoder)
+    config.num_labels = 3
+    BertForSequenceClassification(config).save_pretrained(tmp_path)
+    BertTokenizer.from_pretrained(tiny_cross_encoder).save_pretrained(tmp_path)
+    with pytest.raises(InputError, match="has 3 output labels; a reranker needs 1"):
+        CrossEncoderReranker(model=str(tmp_path)).build(["text"])
+
+
+def test_a_folder_that_is_not_a_cross_encoder_is_a_clear_error(tmp_path):
+    with pytest.raises(InputError, match="not a loadable CrossEncoder"):
+        CrossEncoderReranker(model=str(tmp_path)).build(["text"])
+
+
+def test_reciprocal_rank_fusion_sums_weighted_reciprocal_ranks():
+    fused = reciprocal_rank_fusion([np.array([1, 2, 3]), np.array([3, 1])], [1.0, 1.0], k=60)
+    assert fused.ids.tolist() == [1, 3, 2]
+    np.testing.assert_allclose(fused.scores, [1 / 61 + 1 / 62, 1 / 63 + 1 / 61, 1 / 62])
+    lexical_only = reciprocal_rank_fusion([np.array([1, 2, 3]), np.array([3, 1])], [0.0, 1.0], k=1)
+    assert lexical_only.ids.tolist() == [3, 1, 2] and lexical_only.scores[-1] == 0.0
+    tied = reciprocal_rank_fusion([np.array([5, 4]), np.array([4, 5])], [1.0, 1.0])
+    assert tied.ids.tolist() == [4, 5]  # equal fused scores: lower id first
+
+
+def test_hybrid_fuses_both_rankings_under_the_filter(small_kb):
+    corpus, golden = small_kb
+    chunker = TokenChunker(0)  # a chunk is a document: hit ids map one to one to documents
+    it_only = {"department": "IT"}
+    hybrid = Pipeline(chunker, TfidfRetriever(), PreFilter(where=it_only), HybridReranker()).retrieve(corpus, golden)
+    tfidf = Pipeline(chunker, TfidfRetriever(), PreFilter(where=it_only)).retrieve(corpus, golden)
+    bm25 = Pipeline(chunker, BM25Retriever(), PreFilter(where=it_only)).retrieve(corpus, golden)
+    position = {doc.id: i for i, doc in enumerate(corpus)}
+    fused_somewhere = 0
+    for question in golden:
+        rankings = [
+            [position[d] for d, _ in result.results.rankings().get(question.id, [])] for result in (tfidf, bm25)
+        ]
+        expected = reciprocal_rank_fusion([np.array(r) for r in rankings], [1.0, 1.0], k=60)
+        got = hybrid.results.rankings().get(question.id, [])
+        assert [position[d] for d, _ in got] == expected.ids.tolist(), question.id
+        np.testing.assert_allclose([s for _, s in got], expected.scores)
+        assert all(corpus.by_id[d].metadata["department"] == "IT" for d, _ in got)
+        fused_somewhere += rankings[0] != rankings[1]
+    assert fused_somewhere >= len(golden) // 2  # the two rankings differ, so fusion decided something

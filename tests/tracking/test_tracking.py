@@ -1,0 +1,154 @@
+"""MLflow logging against a real SQLite store in tmp_path, read back through MlflowClient."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import mlflow
+import pytest
+import yaml
+
+from helpers.data import golden_of, ranked
+from sweep import errors
+from sweep.errors import InputError, Interrupted
+from sweep.evaluation import score
+from sweep.evaluation.abstention import calibrate
+from sweep.formats.corpus import Corpus, Document
+from sweep.formats.runs import Run
+from sweep.tracking import (
+    flatten,
+    log_calibration,
+    log_config,
+    log_evaluation,
+    log_golden_input,
+    log_stats,
+    metric_key,
+    trial_run,
+    use_experiment,
+)
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    yield tmp_path
+    mlflow.set_tracking_uri(None)
+
+
+def test_names_and_flattening():
+    assert metric_key("recall@5") == "recall_at_5" and metric_key("type/how to/ndcg_at_10") == "type/how to/ndcg_at_10"
+    assert metric_key("type/Q&A/mrr") == "type/Q_A/mrr"
+    assert flatten({"index": {"name": "hnsw", "M": 32}, "chunk": 256}) == {
+        "index.name": "hnsw",
+        "index.M": "32",
+        "chunk": "256",
+    }
+
+
+def test_a_run_receives_metrics_tables_dataset_and_tags(store):
+    golden = golden_of(
+        {"q1": {"a": 1}, "q2": {"b": 2}, "u": {}}, types={"q1": "factoid", "q2": "howto", "u": "unanswerable"}
+    )
+    evaluation = score(golden, ranked({"q1": ["a"], "q2": ["x", "b"]}), ["recall_at_1", "mrr", "abstain/correct_rate"])
+    corpus = Corpus((Document("a", "text a"), Document("b", "text b")))
+    with trial_run("golden-sweep-test", "index=flat") as run:
+        log_config(
+            {"index": {"_target_": "sweep.retrieval.index.FlatIndex"}, "chunk": 256}, ["index=flat"], {"index": "flat"}
+        )
+        log_evaluation(evaluation)
+        log_golden_input(golden, corpus)
+        log_stats({"time/embed_s": 1.5, "abstain/suggested_min_score": float("-inf")})
+    experiment_id = run.experiment_id
+    client = mlflow.MlflowClient()
+    logged = client.get_run(run.run_id)
+    metrics = logged.data.metrics
+    assert metrics["recall_at_1"] == 0.5 and metrics["mrr"] == 0.75 and metrics["abstain/correct_rate"] == 1.0
+    assert metrics["type/factoid/recall_at_1"] == 1.0 and metrics["type/howto/mrr"] == 0.5
+    assert metrics["type/unanswerable/n"] == 1 and "type/unanswerable/mrr" not in metrics
+    assert metrics["time/embed_s"] == 1.5 and "abstain/suggested_min_score" not in metrics  # no infinities
+    # the flattened config, and the chosen option under the group's name
+    assert logged.data.params == {"index._target_": "sweep.retrieval.index.FlatIndex", "chunk": "256", "index": "flat"}
+    assert (
+        logged.data.tags["data.corpus_digest"] == corpus.digest and logged.data.tags["sweep.overrides"] == "index=flat"
+    )
+    assert "version.mlflow" in logged.data.tags
+    assert client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
+    artifacts = {a.path for a in client.list_artifacts(run.run_id, "tables")}
+    assert artifacts == {"tables/per_query.json", "tables/per_type.json", "tables/worst_queries.json"}
+    saved = (store / "mlruns").joinpath(run.run_id, "artifacts")
+    assert yaml.safe_load((saved / "config" / "overrides.yaml").read_text()) == {
+        "overrides": ["index=flat"],
+        "choices": {"index": "flat"},
+    }
+    per_query = json.loads((saved / "tables" / "per_query.json").read_text())
+    assert len(per_query["data"]) == 3
+    inputs = logged.inputs.dataset_inputs
+    assert len(inputs) == 1 and inputs[0].dataset.digest == logged.data.tags["data.golden_digest"]
+
+
+def test_a_trial_that_fails_is_a_failed_run_that_says_why(store):
+    with pytest.raises(InputError), trial_run("golden-sweep-test", "chunk=-3"):
+        raise InputError("chunk=-3: the chunk size must be a whole number of tokens >= 0")
+    [run] = mlflow.search_runs(experiment_names=["golden-sweep-test"], output_format="list")
+    assert run.info.status == "FAILED"
+    assert run.data.tags["error"] == "chunk=-3: the chunk size must be a whole number of tokens >= 0"  # one line
+
+
+def test_a_calibration_logs_its_threshold_metrics_table_and_plot(store):
+    golden = golden_of({"a1": {"d1": 1}, "a2": {"d2": 1}, "u1": {}, "u2": {}})
+    run = Run.from_ranked(
+        {"a1": [("d1", 0.9)], "a2": [("x", 0.8), ("d2", 0.7)], "u1": [("x", 0.3)], "u2": [("y", 0.1)]}
+    )
+    calibration = calibrate(score(golden, run, ["recall_at_5", "mrr", "abstain/correct_rate", "abstain/false_rate"]))
+    use_experiment("golden-sweep-test")
+    with mlflow.start_run() as logged_run:
+        log_calibration(calibration)
+    client = mlflow.MlflowClient()
+    metrics = client.get_run(logged_run.info.run_id).data.metrics
+    assert metrics["abstain/suggested_min_score"] == 0.8
+    assert metrics["abstain/at_suggested/recall_at_5"] == 1.0
+    assert metrics["abstain/at_suggested/abstain/correct_rate"] == 1.0
+    assert metrics["abstain/at_suggested/mrr"] == 0.75
+    assert {a.path for a in client.list_artifacts(logged_run.info.run_id, "plots")} == {
+        "plots/abstention_calibration.png"
+    }
+    assert {a.path for a in client.list_artifacts(logged_run.info.run_id, "tables")} == {"tables/abstention_curve.json"}
+    artifacts = store / "mlruns" / logged_run.info.run_id / "artifacts"
+    assert (artifacts / "plots" / "abstention_calibration.png").read_bytes().startswith(b"\x89PNG")
+    table = json.loads((artifacts / "tables" / "abstention_curve.json").read_text())
+    assert table["columns"] == ["threshold", "correct_rate", "false_rate", "recall_at_5", "balanced_accuracy"]
+    assert [row[0] for row in table["data"]] == [0.1, 0.3, 0.8, 0.9]  # no -inf row
+
+
+def test_a_signal_a_library_turned_into_its_own_error_still_kills_the_run(store):
+    """SQLAlchemy, rolling back a write that a signal cut into, may raise an error of its own:
+    the run is KILLED and the signal goes on up, not a failed run and a sweep that carries on."""
+    with pytest.raises(Interrupted) as raised, trial_run("golden-sweep-test", "chunk=64"):
+        try:
+            raise Interrupted("SIGTERM", 143)
+        except Interrupted as signal:
+            raise RuntimeError("This Session's transaction has been rolled back") from signal
+    assert raised.value.exit_code == 143
+    [run] = mlflow.search_runs(experiment_names=["golden-sweep-test"], output_format="list")
+    assert run.info.status == "KILLED" and run.data.tags["error"] == "interrupted by SIGTERM"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowing is the point
+def test_a_signal_whose_raise_was_swallowed_still_kills_the_run(store, monkeypatch):
+    """Python runs a signal handler anywhere, also in a `__del__` or a weakref callback, where the
+    exception it raises is only printed (seen: SIGINT inside a WeakValueDictionary callback, and
+    the sweep went on). The trial's end is a checkpoint: the run is KILLED, the signal goes on up."""
+    monkeypatch.setattr(errors, "_RECEIVED", [])
+
+    class Collected:
+        def __del__(self) -> None:
+            errors.raise_on_signal(signal.SIGTERM, None)
+
+    with pytest.raises(Interrupted) as raised, trial_run("golden-sweep-test", "chunk=64"):
+        Collected()  # collected at once: the handler's raise is printed and dropped
+    assert raised.value.exit_code == 143
+    [run] = mlflow.search_runs(experiment_names=["golden-sweep-test"], output_format="list")
+    assert run.info.status == "KILLED" and run.data.tags["error"] == "interrupted by SIGTERM"
