@@ -42,7 +42,6 @@ changes nothing.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import json
 import logging
@@ -62,6 +61,7 @@ from flask import Flask, Response, jsonify, request
 
 from sweep.errors import InputError, exit_2_on_bad_input, where
 from sweep.formats.corpus import Corpus, Document, load_corpus
+from sweep.formats.files import exclusive_lock
 from sweep.formats.golden import (
     RECOMMENDED_UNANSWERABLE_SHARE,
     UNTYPED,
@@ -281,12 +281,8 @@ class GoldenFile:
         """Threads of this app, and other processes that lock the same way, one at a time; the
         folder is locked (flock) rather than a lock file, so nothing is left behind."""
         with self._threads:
-            folder = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                fcntl.flock(folder, fcntl.LOCK_EX)
+            with exclusive_lock(self.path.parent):
                 yield
-            finally:
-                os.close(folder)  # and with it the lock
 
     def remove_stale_temporaries(self) -> None:
         """Temporary files a killed save left behind (never the golden file or its backup)."""

@@ -53,8 +53,8 @@ from sweep import tracking
 from sweep.compare import positive_int
 from sweep.errors import InputError, exit_2_on_bad_input
 from sweep.formats.corpus import Corpus, load_corpus
+from sweep.formats.files import write_text_atomically
 from sweep.formats.golden import GoldenSet, load_golden
-from sweep.formats.records import write_text_atomically
 from sweep.formats.runs import Run
 
 DEFAULT_DEPTH = 10

@@ -38,6 +38,7 @@ import yaml
 
 from sweep.errors import InputError, where
 from sweep.formats.corpus import Corpus
+from sweep.formats.files import write_text_atomically
 from sweep.formats.records import (
     GRADE,
     JSON_LINES_SUFFIXES,
@@ -53,7 +54,6 @@ from sweep.formats.records import (
     sniff,
     text_lines,
     warn_if_unbalanced,
-    write_text_atomically,
 )
 from sweep.formats.records import RECOMMENDED_SIZE as RECOMMENDED_SIZE  # imported from here too (sweep.label)
 from sweep.formats.records import RECOMMENDED_UNANSWERABLE_SHARE as RECOMMENDED_UNANSWERABLE_SHARE

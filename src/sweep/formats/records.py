@@ -8,7 +8,7 @@ pyarrow's multithreaded parser (`read_columns`); a file it does not read cleanly
 caller's line-by-line reader, which reads what trec_eval reads or names the line.
 
 Also here, without pandas (`python -m sweep.evaluate` reads TREC files without it): what a golden
-set may hold and the warnings on its size and balance, and `write_text_atomically`.
+set may hold and the warnings on its size and balance.
 """
 
 from __future__ import annotations
@@ -16,13 +16,8 @@ from __future__ import annotations
 import difflib
 import json
 import logging
-import os
 import re
-import shutil
-import stat
-import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -281,52 +276,3 @@ def repeats_within(group: np.ndarray, item: np.ndarray, n_items: int) -> bool:
     key = group.astype(np.int64) * max(n_items, 1) + item
     key.sort(kind="stable")
     return bool(np.any(key[1:] == key[:-1]))
-
-
-# ---------------------------------------------------------------- writing files
-
-
-def write_text_atomically(path: str | Path, text: str, backup: bool = False) -> None:
-    """Replace `path` with `text` so that a crash or kill at any moment leaves the old file or the
-    new one, each complete: write a temporary file in the same folder, fsync it, rename it over
-    `path`, fsync the folder (the rename itself is then on disk). The file keeps its permissions
-    (a new one gets the umask's). `backup`: the previous file is kept as `path.bak` (a hard link,
-    renamed into place: the backup, too, is always complete)."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as handle:
-            if path.exists():
-                os.fchmod(handle.fileno(), stat.S_IMODE(path.stat().st_mode))
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if backup and path.exists():
-            _keep_backup(path)
-        os.replace(temporary, path)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-    _fsync_folder(path.parent)
-
-
-def _keep_backup(path: Path) -> None:
-    backup = path.with_name(f"{path.name}.bak")
-    staged = path.with_name(f".{backup.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        os.link(path, staged)
-    except OSError:  # a filesystem without hard links: copy it
-        shutil.copyfile(path, staged)
-        with open(staged, "rb") as handle:
-            os.fsync(handle.fileno())
-    os.replace(staged, backup)
-
-
-def _fsync_folder(folder: Path) -> None:
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

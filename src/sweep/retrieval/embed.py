@@ -11,7 +11,6 @@ holds one shard per worker besides the corpus's matrix.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -28,6 +27,7 @@ import numpy as np
 from tqdm import tqdm
 
 from sweep.errors import InputError
+from sweep.formats.files import exclusive_lock
 from sweep.settings import NonEmpty, OneOf, Range, checked
 
 log = logging.getLogger(__name__)
@@ -179,19 +179,10 @@ class EmbeddingCache:
         once. An exclusive `flock` on `.<key>.lock`, released however the holder ends, even by kill
         -9; where no lock can be taken (a read-only folder, a filesystem without locks), nothing
         waits: the worst case is the work done twice, never a damaged entry."""
-        try:
+        with contextlib.suppress(OSError):
             self.folder.mkdir(parents=True, exist_ok=True)
-            handle = (self.folder / f".{key}.lock").open("a")
-            os.utime(handle.fileno())  # in use: not abandoned, whatever its age
-        except OSError:
+        with exclusive_lock(self.folder / f".{key}.lock", required=False):
             yield
-            return
-        with handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX)
-            except OSError:
-                pass
-            yield  # the lock goes with the file's closing
 
     def _read(self, path: Path, key: str) -> np.ndarray | None:
         """The entry's vectors if every check passes; None (and a warning) if it is damaged."""

@@ -15,7 +15,6 @@ Every trial is tagged with its config digest (`config_digest`), so that a resume
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -46,6 +45,7 @@ from sweep.evaluation.abstention import Calibration
 from sweep.evaluation.leaderboard import ConfigRun, SweepResults, build
 from sweep.evaluation.scoring import HEADLINE
 from sweep.formats.corpus import Corpus
+from sweep.formats.files import exclusive_lock
 from sweep.formats.golden import GoldenSet, doc_grades, evidence_spans
 from sweep.formats.runs import Run
 from sweep.reporting.html import render as render_report
@@ -143,20 +143,15 @@ def _open_sqlite_store(uri: str, create: bool) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise InputError(f"{uri}: cannot create the store's folder ({error.strerror})") from None
-    lock = os.open(path.parent, os.O_RDONLY)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive_lock(path.parent):
         try:  # sqlite3 fails at once where MLflow would retry for minutes
             sqlite3.connect(path, timeout=30).close()
         except sqlite3.Error as error:
             raise InputError(f"{uri}: cannot create the store ({error})") from None
-        mlflow.MlflowClient(uri).search_experiments(max_results=1)  # opens the store; creates its tables if new
-    except InputError:
-        raise
-    except Exception as error:
-        raise InputError(f"{uri}: cannot open the MLflow store ({one_line(error)})") from None
-    finally:
-        os.close(lock)  # and with it the lock
+        try:
+            mlflow.MlflowClient(uri).search_experiments(max_results=1)  # opens the store; creates its tables if new
+        except Exception as error:
+            raise InputError(f"{uri}: cannot open the MLflow store ({one_line(error)})") from None
 
 
 def use_experiment(name: str) -> str:
