@@ -3,280 +3,28 @@
     python -m sweep.pool (--sweep PARENT_RUN_ID|latest | RUN_ID ...) [--depth 10] [--golden PATH]
                          [--corpus PATH] [--experiment NAME] --output QUEUE.jsonl
 
-TREC's pooling: for each question of the golden set, the union of the runs' top `--depth`
-documents (from each run's `run.trec`, ordered as trec_eval orders it), less every document the
-golden set already judges at any grade (0 is "judged, not relevant"). Questions marked
-unanswerable are pooled too: a pool may show that the corpus answers them after all. `--sweep`
-pools the finished children of a sweep (its parent run's id, or `latest`: the sweep started last
-in `--experiment`); others are named on stderr.
-
-All runs must be scored on one golden set (tag `data.golden_digest`) and search one corpus
-(`data.corpus_digest`). The golden file defaults to the one they were scored on (the source of
-their `golden` dataset input), read as it is now: labels added since are left out of the pool,
-and questions added since are not pooled (sweep again). The corpus defaults to the runs'
-`data.corpus`, an absolute path), which must have their digest:
-the chunk offsets are offsets into its documents.
-
-The queue is JSON Lines (UTF-8), written atomically. Line 1 describes the pool:
-
-    {"pool": {"runs": [{"run_id": "…", "name": "…", "overrides": "model=bm25 …"}, …], "depth": 10,
-              "golden": "/abs/golden.jsonl", "golden_digest": "cb70d84f",
-              "corpus": "/abs/corpus.jsonl", "corpus_ids": "path", "corpus_digest": "…"}}
-
-then one line per pooled question, in golden-set order:
-
-    {"qid": "a001", "question": "…", "type": "factoid", "candidates": [
-      {"doc": "fin-x", "title": "…", "best_rank": 1, "ranks": {"<run id>": 1, "<run id>": 4},
-       "chunk": {"run": "<run id>", "start": 0, "end": 884, "score": 4.8, "text": "…"}}, …]}
-
-`candidates`: best rank first, then retrieved by more runs, then by document id. `ranks`: each
-run that had the document in its top `--depth`, with its rank there (1 = first). `chunk`: the
-document's best chunk in the run that ranked it best (from `tables/retrieved_chunks.json`; the
-next-best run's when that one's top chunks hold none of it), `start`/`end` character offsets into
-the document's content (the coordinates of golden-set evidence), `text` those characters; null
-when no run logged a chunk of the document (runs log their top chunks only). `sweep.label
---pool QUEUE` serves the queue for grading.
+For each question of the golden set, the union of the runs' top `--depth` documents less every
+document the golden set already judges (`sweep.labelling.pool`), written atomically as a queue
+(`sweep.labelling.queue`) that `python -m sweep.label GOLDEN --pool QUEUE` serves for grading.
+`--sweep` pools the finished children of a sweep (its parent run's id, or `latest`: the sweep
+started last in `--experiment`); others are named on stderr. The golden file and the corpus
+default to the ones the runs were scored on. Bad input is one `error:` line and exit code 2, and
+nothing is written.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from sweep import tracking
-from sweep.compare import positive_int
+from sweep.arguments import positive_int
 from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.formats.corpus import Corpus, load_corpus
-from sweep.formats.files import write_text_atomically
-from sweep.formats.golden import GoldenSet, load_golden
-from sweep.formats.runs import Run
+from sweep.labelling.pool import LATEST, build_pool, runs_to_pool
 
 DEFAULT_DEPTH = 10
-LATEST = "latest"  # --sweep latest: the sweep started last
-SHOWN = 10  # question ids the summary names at most, per line
-
-
-@dataclass(frozen=True)
-class PooledRun:
-    """One run's results as pooling needs them."""
-
-    run: tracking.LoggedRun
-    rankings: dict[str, list[str]]  # qid -> its top-depth documents, best first
-    chunks: dict[str, dict[str, dict[str, Any]]]  # qid -> doc -> its best logged chunk
-
-
-@dataclass(frozen=True)
-class Pool:
-    """The runs pooled, what they were scored on, and each pooled question's candidates."""
-
-    runs: list[tracking.LoggedRun]
-    depth: int
-    golden: GoldenSet
-    corpus: Corpus
-    corpus_ids: str
-    questions: dict[str, list[dict[str, Any]]]  # qid -> candidates (the queue's format)
-    not_pooled: list[str]  # questions of the golden set the runs did not evaluate
-
-    def header(self) -> dict[str, Any]:
-        first = self.runs[0]
-        return {
-            "pool": {
-                "runs": [{"run_id": r.run_id, "name": r.name, "overrides": r.overrides} for r in self.runs],
-                "depth": self.depth,
-                "golden": str(Path(self.golden.source).resolve()),
-                "golden_digest": first.golden_digest,
-                "corpus": str(Path(self.corpus.source).resolve()),
-                "corpus_ids": self.corpus_ids,
-                "corpus_digest": self.corpus.digest,
-            }
-        }
-
-    def to_jsonl(self) -> str:
-        lines = [self.header()]
-        for q in self.golden:
-            if q.id in self.questions:
-                lines.append({"qid": q.id, "question": q.question, "type": q.type, "candidates": self.questions[q.id]})
-        return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
-
-    def summary(self) -> list[str]:
-        counts = {qid: len(candidates) for qid, candidates in self.questions.items()}
-        total = sum(counts.values())
-        lines = [
-            f"pooled {len(self.runs)} runs at depth {self.depth} against {self.golden.source} "
-            f"({len(self.golden)} questions; documents already judged left out)"
-        ]
-        lines += [f"  {r.run_id} {r.overrides or r.name}" for r in self.runs]
-        if counts and not total:
-            lines.append(
-                f"candidates: none for {len(counts)} questions: the golden set judges every document "
-                f"these runs put in their top {self.depth}"
-            )
-        elif counts:
-            most = max(counts, key=counts.get)
-            without = [qid for qid, n in counts.items() if not n]
-            lines.append(
-                f"candidates: {total} for {len(counts)} questions: mean {statistics.fmean(counts.values()):.1f}, "
-                f"median {statistics.median(counts.values()):g}, max {counts[most]} ({most}); "
-                f"{len(without)} questions with none" + (f" ({_some(without)})" if without else "")
-            )
-        if self.not_pooled:
-            lines.append(
-                f"{len(self.not_pooled)} questions are not in these runs (added since?) and were not pooled: "
-                + _some(self.not_pooled)
-            )
-        return lines
-
-
-def _some(qids: Sequence[str]) -> str:
-    """The first SHOWN ids, comma-separated, with `…` when there are more."""
-    return ", ".join(qids[:SHOWN]) + (" …" if len(qids) > SHOWN else "")
-
-
-def runs_to_pool(
-    sweep: str | None, run_ids: Sequence[str], experiment: str = tracking.DEFAULT_EXPERIMENT
-) -> list[tracking.LoggedRun]:
-    """The finished children of sweep `sweep` (`latest`: the one started last in `experiment`;
-    others are named on stderr), or the runs `run_ids`, each a finished evaluation."""
-    tracking.connect(create=False)
-    if sweep == LATEST:
-        sweep = tracking.latest_sweep(experiment)
-    if sweep is not None:
-        parent = tracking.logged_run(sweep)
-        if not parent.is_sweep:
-            raise InputError(f"--sweep {sweep}: not a sweep's parent run (no sweep.parent tag); pass it as a RUN_ID")
-        children = tracking.sweep_children(sweep)
-        for child in children:
-            if child.status != "FINISHED":
-                print(f"note: skipping {child.run_id} ({child.overrides}): {child.status}", file=sys.stderr)
-        runs = [c for c in children if c.status == "FINISHED"]
-        if not runs:
-            raise InputError(f"sweep {sweep} has no finished run to pool")
-        return runs
-    runs = [tracking.logged_run(run_id) for run_id in dict.fromkeys(run_ids)]
-    for run in runs:
-        if run.is_sweep:
-            raise InputError(f"{run.run_id} is a sweep's parent run: pool its children with --sweep {run.run_id}")
-        if run.status != "FINISHED":
-            raise InputError(f"run {run.run_id} is {run.status}: it has no results to pool")
-    return runs
-
-
-def check_same_data(runs: Sequence[tracking.LoggedRun]) -> None:
-    """All runs scored on one golden set and searching one corpus, else an error naming them."""
-    for run in runs:
-        if not run.golden_digest:
-            raise InputError(f"run {run.run_id} has no data.golden_digest tag: not a golden-sweep evaluation")
-    for tag, what in (("data.golden_digest", "golden sets"), ("data.corpus_digest", "corpora")):
-        groups: dict[str, list[str]] = {}
-        for run in runs:
-            groups.setdefault(run.tags.get(tag, "none"), []).append(run.run_id)
-        if len(groups) > 1:
-            named = "; ".join(f"{', '.join(ids)} ({tag} {digest})" for digest, ids in groups.items())
-            raise InputError(f"the runs were scored on different {what}: {named}; pool runs of one golden set")
-
-
-def golden_path(runs: Sequence[tracking.LoggedRun], given: str | None) -> Path:
-    if given is not None:
-        return Path(given)
-    source = tracking.golden_source(runs[0])
-    if source is None:
-        raise InputError(f"run {runs[0].run_id} has no golden dataset input: give the golden file with --golden")
-    path = Path(source)
-    if not path.exists():
-        raise InputError(f"{path}: the golden file the runs were scored on is not there any more; give --golden")
-    return path
-
-
-def corpus_of(run: tracking.LoggedRun, given: str | None) -> tuple[Corpus, str]:
-    """The corpus `run` searched (or `given`, which must have the same content), and its id scheme."""
-    ids = run.params.get("golden.corpus_ids", "path")
-    source = given or run.tags.get("data.corpus")
-    if source is None:
-        raise InputError(f"run {run.run_id} has no data.corpus tag: give the corpus with --corpus")
-    if given is None and not Path(source).exists():
-        raise InputError(
-            f"{source}: the corpus the runs searched is not there (relative to {Path.cwd()}); give --corpus"
-        )
-    corpus = load_corpus(source, ids=ids)
-    expected = run.tags.get("data.corpus_digest")
-    if expected and corpus.digest != expected:
-        raise InputError(
-            f"{source}: not the corpus the runs searched (digest {corpus.digest[:12]}…, the runs' "
-            f"{expected[:12]}…): chunk offsets would not match; give the corpus they used with --corpus"
-        )
-    return corpus, ids
-
-
-def read_run(run: tracking.LoggedRun, depth: int) -> PooledRun:
-    results: Run = tracking.load_run_file(run)
-    rankings = {qid: [doc for doc, _ in hits] for qid, hits in results.rankings(depth).items()}
-    best_chunks: dict[str, dict[str, dict[str, Any]]] = {}
-    for qid, chunks in (tracking.load_retrieved_chunks(run) or {}).items():
-        for chunk in chunks:  # best first: the first of each document is its best
-            best_chunks.setdefault(qid, {}).setdefault(chunk["doc"], chunk)
-    return PooledRun(run, rankings, best_chunks)
-
-
-def candidates(qid: str, judged: Mapping[str, int], runs: Sequence[PooledRun], corpus: Corpus) -> list[dict[str, Any]]:
-    """One question's pooled, unjudged documents in the queue's format, best first."""
-    ranks: dict[str, dict[str, int]] = {}
-    for pooled in runs:
-        for rank, doc in enumerate(pooled.rankings.get(qid, []), start=1):
-            if doc not in judged:
-                ranks.setdefault(doc, {})[pooled.run.run_id] = rank
-    out = []
-    for doc, by_run in ranks.items():
-        document = corpus.by_id.get(doc)
-        if document is None:
-            raise InputError(f"run {next(iter(by_run))} retrieved {doc!r} for {qid!r}: not a document of the corpus")
-        out.append(
-            {
-                "doc": doc,
-                "title": document.title,
-                "best_rank": min(by_run.values()),
-                "ranks": by_run,
-                "chunk": best_chunk(qid, doc, by_run, runs, document.content),
-            }
-        )
-    return sorted(out, key=lambda c: (c["best_rank"], -len(c["ranks"]), c["doc"]))
-
-
-def best_chunk(
-    qid: str, doc: str, by_run: Mapping[str, int], runs: Sequence[PooledRun], content: str
-) -> dict[str, Any] | None:
-    """The document's best logged chunk in the run that ranked it best (runs in the order given on ties:
-    the sort is stable)."""
-    for pooled in sorted((p for p in runs if p.run.run_id in by_run), key=lambda p: by_run[p.run.run_id]):
-        chunk = pooled.chunks.get(qid, {}).get(doc)
-        if chunk is not None:
-            start, end = int(chunk["start"]), int(chunk["end"])
-            return {
-                "run": pooled.run.run_id,
-                "start": start,
-                "end": end,
-                "score": chunk["score"],
-                "text": content[start:end],
-            }
-    return None
-
-
-def build_pool(
-    runs: Sequence[tracking.LoggedRun], depth: int, golden: str | None = None, corpus: str | None = None
-) -> Pool:
-    check_same_data(runs)
-    loaded_corpus, ids = corpus_of(runs[0], corpus)
-    golden_set = load_golden(golden_path(runs, golden), loaded_corpus, warn=False)
-    evaluated = set(tracking.load_per_query(runs[0])["qid"].astype(str))  # one golden digest: the same questions
-    pooled = [read_run(run, depth) for run in runs]
-    questions = {q.id: candidates(q.id, q.relevant, pooled, loaded_corpus) for q in golden_set if q.id in evaluated}
-    not_pooled = [q.id for q in golden_set if q.id not in evaluated]
-    return Pool(list(runs), depth, golden_set, loaded_corpus, ids, questions, not_pooled)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -297,6 +45,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _skipping(child: tracking.LoggedRun) -> None:
+    print(f"note: skipping {child.run_id} ({child.overrides}): {child.status}", file=sys.stderr)
+
+
 @exit_2_on_bad_input
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
@@ -307,11 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise InputError(f"--output {output}: no such folder {output.parent}")
     if output.is_dir():
         raise InputError(f"--output {output}: is a folder; give the queue file to write")
-    pool = build_pool(runs_to_pool(args.sweep, args.runs, args.experiment), args.depth, args.golden, args.corpus)
+    runs = runs_to_pool(args.sweep, args.runs, args.experiment, _skipping)
+    pool = build_pool(runs, args.depth, args.golden, args.corpus)
     for source in (pool.golden.source, pool.corpus.source):
         if output.resolve() == Path(source).resolve():
             raise InputError(f"--output {output}: is the golden set or the corpus; write the queue elsewhere")
-    write_text_atomically(output, pool.to_jsonl())
+    pool.write(output)
     print("\n".join(pool.summary()))
     print(f"wrote {output}; label it: python -m sweep.label {pool.golden.source} --pool {output}")
     return 0

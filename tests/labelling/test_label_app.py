@@ -26,8 +26,10 @@ from helpers.paths import KB
 from sweep.errors import InputError
 from sweep.formats.corpus import Corpus, load_corpus
 from sweep.formats.golden import GoldenSet, Span, load_golden, save_golden
-from sweep.label import GoldenFile, Queue, create_app, load_queue
 from sweep.label import main as label_main
+from sweep.labelling.app import create_app
+from sweep.labelling.queue import Queue, load_queue
+from sweep.labelling.store import GoldenFile
 
 POOLED = "a001"  # the question whose candidates the queue holds
 START_TIMEOUT = 60

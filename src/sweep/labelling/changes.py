@@ -1,0 +1,186 @@
+"""The changes a labeller makes to one question: grades, unanswerable, evidence, text/type/filters.
+
+Each change is checked when it is made (an unknown document id, a span that is not the
+document's text, a bad grade: `InputError`, nothing changes) and is a function from the saved
+question to the changed one and notes for the user, applied by `sweep.labelling.store`.
+
+In the golden file:
+- a grade is an entry of `relevant` (0 judged not relevant, 1 relevant, 2 highly relevant);
+  clearing a grade removes the entry;
+- unanswerable: no document graded 1 or more (what the loader means by unanswerable); the app
+  marks it with the tag `unanswerable` (a question of type `unanswerable` counts as marked too,
+  the bundled set's convention), so that "not labelled yet" and "labelled: no answer" differ.
+  Marking needs every grade below 1; grading a document 1 or 2 unmarks the question, and
+  unmarking one of type `unanswerable` makes it `untyped`;
+- evidence: selected text becomes a span `{"start", "end", "text"}` of the document's content
+  (the evidence format of `sweep.formats.golden`), its edges trimmed of whitespace; the document
+  is then graded 1 if it was not relevant yet. Evidence needs a relevant document, so grading a
+  document 0 (or clearing its grade) removes its evidence, and the note says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from sweep.errors import InputError
+from sweep.formats.corpus import Corpus, Document
+from sweep.formats.golden import UNTYPED, Question, Span
+from sweep.formats.records import identifier
+from sweep.retrieval.filters import check_fields, parse_condition
+
+GRADES = (0, 1, 2)
+UNANSWERABLE = "unanswerable"
+
+Change = Callable[[Question], tuple[Question, list[str]]]  # the changed question and notes for the user
+
+
+def marked_unanswerable(question: Question) -> bool:
+    return not question.answerable and (UNANSWERABLE in question.tags or question.type == UNANSWERABLE)
+
+
+def status(question: Question) -> str:
+    """`answered` (a document graded 1 or more), `unanswerable` (marked) or `open` (neither yet)."""
+    return "answered" if question.answerable else UNANSWERABLE if marked_unanswerable(question) else "open"
+
+
+def known_document(corpus: Corpus, doc: Any) -> Document:
+    doc = identifier(doc, "document", "document id")
+    if doc not in corpus.by_id:
+        raise InputError(f"unknown document id {doc!r}: not in the corpus {corpus.source}")
+    return corpus.by_id[doc]
+
+
+def without_evidence(question: Question, doc: str) -> tuple[Question, list[str]]:
+    if doc not in question.evidence:
+        return question, []
+    evidence = {d: items for d, items in question.evidence.items() if d != doc}
+    count = len(question.evidence[doc])
+    return replace(question, evidence=evidence), [
+        f"removed {count} evidence item{'s' if count > 1 else ''} of {doc} (evidence needs a relevant document)"
+    ]
+
+
+def unmarked(question: Question) -> tuple[Question, list[str]]:
+    if not marked_unanswerable(question):
+        return question, []
+    tags = tuple(t for t in question.tags if t != UNANSWERABLE)
+    qtype = UNTYPED if question.type == UNANSWERABLE else question.type
+    return replace(question, tags=tags, type=qtype), ["no longer marked unanswerable"]
+
+
+def set_grade(corpus: Corpus, doc: Any, grade: Any) -> Change:
+    """Grade `doc` (0, 1 or 2), or clear its grade (None)."""
+    document = known_document(corpus, doc)
+    if grade is not None and (isinstance(grade, bool) or grade not in GRADES):
+        raise InputError(f"grade {grade!r}: expected one of {', '.join(map(str, GRADES))}, or null to clear it")
+
+    def change(question: Question) -> tuple[Question, list[str]]:
+        notes: list[str] = []
+        if grade is not None and grade >= 1:
+            question, notes = unmarked(question)
+        relevant = dict(question.relevant)
+        if grade is None:
+            relevant.pop(document.id, None)
+        else:
+            relevant[document.id] = grade
+        question = replace(question, relevant=relevant)
+        if grade is None or grade < 1:
+            question, removed = without_evidence(question, document.id)
+            notes += removed
+        return question, notes
+
+    return change
+
+
+def set_unanswerable(value: Any) -> Change:
+    if not isinstance(value, bool):
+        raise InputError(f"unanswerable {value!r}: expected true or false")
+
+    def change(question: Question) -> tuple[Question, list[str]]:
+        if not value:
+            return unmarked(question)
+        relevant = sorted(doc for doc, grade in question.relevant.items() if grade >= 1)
+        if relevant:
+            raise InputError(
+                f"question {question.id!r} has relevant documents ({', '.join(relevant)}): grade them 0 first"
+            )
+        if marked_unanswerable(question):
+            return question, []
+        return replace(question, tags=(*question.tags, UNANSWERABLE)), []
+
+    return change
+
+
+def add_evidence(corpus: Corpus, doc: Any, start: Any, end: Any, text: Any) -> Change:
+    """Record characters [start, end) of `doc`'s content, which must read `text`, as evidence."""
+    document = known_document(corpus, doc)
+    content = document.content
+    for name, offset in (("start", start), ("end", end)):
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise InputError(f"evidence {name} {offset!r}: expected a character offset")
+    if not 0 <= start < end <= len(content):
+        raise InputError(f"evidence {start}-{end}: not a span of {document.id} ({len(content)} characters)")
+    if content[start:end] != text:
+        raise InputError(f"evidence {start}-{end} of {document.id} does not read {text!r}: reload the page")
+    while content[start].isspace() and start < end - 1:
+        start += 1
+    while content[end - 1].isspace() and end > start + 1:
+        end -= 1
+    if content[start:end].isspace():
+        raise InputError("the selection is only whitespace: select the text that answers the question")
+    span = Span(start, end, content[start:end])
+
+    def change(question: Question) -> tuple[Question, list[str]]:
+        notes: list[str] = []
+        if question.relevant.get(document.id, 0) < 1:
+            question, notes = unmarked(question)
+            question = replace(question, relevant={**question.relevant, document.id: 1})
+            notes.append(f"graded {document.id} 1 (relevant): evidence comes from a relevant document")
+        items = question.evidence.get(document.id, ())
+        if span in items:
+            return question, [*notes, "this evidence is already recorded"]
+        return replace(question, evidence={**question.evidence, document.id: (*items, span)}), notes
+
+    return change
+
+
+def remove_evidence(corpus: Corpus, doc: Any, index: Any) -> Change:
+    document = known_document(corpus, doc)
+
+    def change(question: Question) -> tuple[Question, list[str]]:
+        items = question.evidence.get(document.id, ())
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(items):
+            raise InputError(f"evidence item {index!r} of {document.id}: there is no such item (reload the page)")
+        kept = items[:index] + items[index + 1 :]
+        evidence = {d: v for d, v in question.evidence.items() if d != document.id}
+        if kept:
+            evidence[document.id] = kept
+        return replace(question, evidence=evidence), []
+
+    return change
+
+
+def question_fields(corpus: Corpus, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The editable fields of a question from a request: text, type, filters."""
+    text = body.get("question")
+    if not isinstance(text, str) or not text.strip():
+        raise InputError("the question needs a text")
+    qtype = body.get("type") or UNTYPED
+    if not isinstance(qtype, str) or not qtype.strip():
+        raise InputError(f"type {qtype!r}: expected a name such as factoid")
+    filters = body.get("filters") or {}
+    if not isinstance(filters, dict):
+        raise InputError('filters: expected an object of metadata field to value, such as {"department": "HR"}')
+    check_fields(parse_condition(filters, "filters"), corpus)
+    return {"question": text.strip(), "type": qtype.strip(), "filters": filters}
+
+
+def edit(corpus: Corpus, body: Mapping[str, Any]) -> Change:
+    fields = question_fields(corpus, body)
+
+    def change(question: Question) -> tuple[Question, list[str]]:
+        return replace(question, **fields), []
+
+    return change

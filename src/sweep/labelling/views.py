@@ -1,0 +1,137 @@
+"""What the labelling page is sent: progress, a question's summary and detail, and corpus search results.
+
+Plain JSON-ready dicts built from the golden set as saved, the queue and the corpus; the page
+(`page.html`) renders them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from sweep.formats.corpus import Corpus, Document
+from sweep.formats.golden import RECOMMENDED_UNANSWERABLE_SHARE, GoldenSet, Question, resolve_evidence
+from sweep.labelling.changes import UNANSWERABLE, marked_unanswerable, status
+from sweep.labelling.queue import Candidate, Queue
+from sweep.labelling.store import version
+
+SEARCH_RESULTS = 10
+SNIPPET = 160  # characters of a search result's text
+
+
+def progress(golden: GoldenSet, queue: Queue) -> dict[str, Any]:
+    """Judged / total pooled candidates, questions answered / marked unanswerable / still open,
+    and the unanswerable share against the guideline."""
+    statuses = [status(q) for q in golden]
+    pooled = [(q, c.doc) for q in golden for c in queue.candidates.get(q.id, [])]
+    marked = statuses.count(UNANSWERABLE)
+    share = marked / len(golden) if len(golden) else 0.0
+    low, high = RECOMMENDED_UNANSWERABLE_SHARE
+    return {
+        "questions": len(golden),
+        "answered": statuses.count("answered"),
+        "unanswerable": marked,
+        "open": [q.id for q, s in zip(golden, statuses) if s == "open"],
+        "pooled": len(pooled),
+        "pooled_judged": sum(doc in q.relevant for q, doc in pooled),
+        "judgments": sum(len(q.relevant) for q in golden),
+        "unanswerable_share": share,
+        "guideline": [low, high],
+        "share_status": "low" if share < low else "high" if share > high else "ok",
+    }
+
+
+def summary(question: Question, queue: Queue) -> dict[str, Any]:
+    pooled = queue.candidates.get(question.id, [])
+    return {
+        "id": question.id,
+        "question": question.question,
+        "type": question.type,
+        "status": status(question),
+        "judged": len(question.relevant),
+        "pooled": len(pooled),
+        "pooled_judged": sum(c.doc in question.relevant for c in pooled),
+    }
+
+
+def pooled(candidate: Candidate, queue: Queue) -> dict[str, Any]:
+    """Where the runs ranked a pooled document (each run by its label) and its chunk to highlight."""
+    chunk = candidate.chunk
+    return {
+        "doc": candidate.doc,
+        "best_rank": candidate.best_rank,
+        "ranks": [{"run": queue.run_labels.get(run, run), "rank": rank} for run, rank in candidate.ranks.items()],
+        "chunk": {"start": chunk.start, "end": chunk.end} if chunk is not None else None,
+    }
+
+
+def detail(question: Question, queue: Queue, corpus: Corpus) -> dict[str, Any]:
+    """A question with its candidates: pooled ones in pool order, then other judged documents."""
+    resolved = resolve_evidence(GoldenSet((question,)), corpus).questions[0].evidence
+    in_pool = {c.doc: c for c in queue.candidates.get(question.id, [])}
+    docs = list(in_pool) + [doc for doc in question.relevant if doc not in in_pool]
+    candidates = []
+    for doc in docs:
+        content = corpus.by_id[doc].content
+        items = question.evidence.get(doc, ())
+        candidates.append(
+            {
+                "doc": doc,
+                "title": corpus.by_id[doc].title,
+                "grade": question.relevant.get(doc),
+                "pooled": pooled(in_pool[doc], queue) if doc in in_pool else None,
+                "evidence": [
+                    item if isinstance(item, str) else (item.text or content[item.start : item.end]) for item in items
+                ],
+                "evidence_spans": [[s.start, s.end] for s in resolved.get(doc, ())],
+            }
+        )
+    return {
+        "id": question.id,
+        "question": question.question,
+        "type": question.type,
+        "filters": dict(question.filters),
+        "tags": list(question.tags),
+        "status": status(question),
+        "unanswerable": marked_unanswerable(question),
+        "version": version(question),
+        "candidates": candidates,
+    }
+
+
+class Search:
+    """BM25 (sweep.retrieval.lexical) over each document's id, title and content, built on first use;
+    documents whose id contains the query come first."""
+
+    def __init__(self, corpus: Corpus) -> None:
+        self.corpus = corpus
+        self._lock = threading.Lock()
+        self._bm25 = None
+
+    def __call__(self, query: str, limit: int = SEARCH_RESULTS) -> list[dict[str, str]]:
+        query = query.strip()
+        if not query:
+            return []
+        documents = self.corpus.documents
+        lowered = query.lower()
+        found = [i for i, d in enumerate(documents) if lowered in d.id.lower()][:limit]
+        with self._lock:
+            if self._bm25 is None:
+                from sweep.retrieval.lexical import BM25Retriever
+
+                self._bm25 = BM25Retriever()
+                self._bm25.build([f"{d.id} {d.title}\n{d.content}" for d in documents])
+            _, ids = self._bm25.search([query], limit)
+        found += [int(i) for i in ids[0] if i >= 0 and int(i) not in found]
+        return [self._result(documents[i], lowered.split()) for i in found[:limit]]
+
+    @staticmethod
+    def _result(document: Document, terms: Sequence[str]) -> dict[str, str]:
+        """`terms`: the query's words, lowercased; the snippet (SNIPPET characters, whitespace
+        collapsed) starts a little before the earliest one in the text."""
+        content, lowered = document.content, document.content.lower()
+        hits = [hit for hit in (lowered.find(term) for term in terms) if hit >= 0]
+        start = max(0, min(hits) - SNIPPET // 3) if hits else 0
+        snippet = " ".join(content[start : start + SNIPPET].split())
+        return {"doc": document.id, "title": document.title, "snippet": ("…" if start else "") + snippet + "…"}
