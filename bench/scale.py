@@ -74,7 +74,8 @@ def scifact_against_bare_encode(folder: Path, scifact: Path) -> None:
     from sweep_costs import composed, inside, quiet
 
     from sweep.experiment.trial import load_data, run_trial
-    from sweep.retrieval.embed import EmbeddingCache, SentenceTransformerEmbedder
+    from sweep.retrieval.cache import EmbeddingCache
+    from sweep.retrieval.embed import SentenceTransformerEmbedder
 
     cfg, choices = composed(folder, ["golden=beir", f"golden.path={scifact}", "chunk=0"])
     corpus_embedding = instantiate(cfg.model.embed)  # the run's CorpusEmbedding

@@ -1,16 +1,69 @@
 """golden-sweep: does a retrieval change make retrieval better or worse?
 
-Kept import-light: `python -m sweep.evaluate` must start without torch or MLflow, so
-`best_config` (which needs MLflow) is imported on first use.
+The public API, for scoring and comparing from Python:
+
+    import sweep
+
+    corpus = sweep.load_corpus("data/kb/corpus.jsonl")
+    golden = sweep.load_golden("data/kb/golden.jsonl", corpus)
+    evaluation = sweep.score(golden, sweep.Run.read("my_system.trec"))
+    print(evaluation.mean["ndcg_at_10"])
+
+Kept import-light: every name is imported on first use, so `python -m sweep.evaluate` starts
+without torch, pandas or MLflow.
 """
 
-__version__ = "0.1.0"
-__all__ = ["best_config"]
+from __future__ import annotations
+
+from importlib import import_module, metadata
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sweep.best import best_config
+    from sweep.evaluation.comparison import compare_runs
+    from sweep.evaluation.scoring import Evaluation, score
+    from sweep.experiment.trial import run_trial
+    from sweep.formats.corpus import load_corpus
+    from sweep.formats.golden import load_golden
+    from sweep.formats.runs import Run
+    from sweep.retrieval.base import Retriever
+
+try:
+    __version__ = metadata.version("golden-sweep")
+except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
+
+# name -> the module that defines it
+_PUBLIC = {
+    "load_corpus": "sweep.formats.corpus",
+    "load_golden": "sweep.formats.golden",
+    "Run": "sweep.formats.runs",
+    "score": "sweep.evaluation.scoring",
+    "Evaluation": "sweep.evaluation.scoring",
+    "compare_runs": "sweep.evaluation.comparison",
+    "run_trial": "sweep.experiment.trial",
+    "best_config": "sweep.best",
+    "Retriever": "sweep.retrieval.base",
+}
+__all__ = [
+    "Evaluation",
+    "Retriever",
+    "Run",
+    "__version__",
+    "best_config",
+    "compare_runs",
+    "load_corpus",
+    "load_golden",
+    "run_trial",
+    "score",
+]
 
 
 def __getattr__(name: str):
-    if name == "best_config":
-        from sweep.best import best_config
-
-        return best_config
+    if name in _PUBLIC:
+        return getattr(import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module 'sweep' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

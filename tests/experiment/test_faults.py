@@ -30,7 +30,7 @@ from sweep.experiment.trial import warn_about_costly_settings
 from sweep.formats.corpus import load_corpus
 from sweep.formats.golden import load_golden
 from sweep.formats.runs import Run
-from sweep.retrieval.embed import EmbeddingCache, _umask
+from sweep.retrieval.cache import EmbeddingCache, _umask
 from sweep.tracking import kill_orphans, process_tags
 
 # ---------------------------------------------------------------- 1. settings, before anything runs
@@ -370,7 +370,7 @@ def test_entries_take_the_umask_and_abandoned_temporary_files_go(tmp_path):
 HOLD_A_CLAIM = """
 import sys, time
 import numpy as np
-from sweep.retrieval.embed import EmbeddingCache
+from sweep.retrieval.cache import EmbeddingCache
 cache = EmbeddingCache(sys.argv[1])
 with cache.claimed("k"):
     print("claimed", flush=True)

@@ -28,7 +28,7 @@ from omegaconf import OmegaConf
 from helpers.commands import runs_in, sweep
 from sweep import tracking
 from sweep.experiment.cli import ParentRunCallback, connecting_to_a_ray_cluster, preflight
-from sweep.retrieval.embed import EmbeddingCache
+from sweep.retrieval.cache import EmbeddingCache
 from sweep.tracking import MAX_RUN_NAME, run_name
 
 TWO_BY_TWO = ("chunk=64,128", "index=flat,hnsw")

@@ -26,7 +26,7 @@ from sweep.evaluation import score
 from sweep.experiment.trial import build_pipeline
 from sweep.formats.corpus import load_corpus
 from sweep.formats.golden import load_golden
-from sweep.retrieval.embed import default_model_path
+from sweep.retrieval.models import default_model_path
 
 CHILD_METRICS = {
     "recall_at_5", "ndcg_at_10", "mrr", "abstain/correct_rate", "abstain/false_rate", "type/factoid/recall_at_5",

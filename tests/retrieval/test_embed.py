@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from sweep.errors import InputError
-from sweep.retrieval.embed import EmbeddingCache, SentenceTransformerEmbedder
+from sweep.retrieval.cache import EmbeddingCache
+from sweep.retrieval.embed import SentenceTransformerEmbedder
 
 
 @pytest.fixture(scope="module")

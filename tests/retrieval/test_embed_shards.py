@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sweep.retrieval.embed import CorpusEmbedding, EmbeddingCache, SentenceTransformerEmbedder
+from sweep.retrieval.cache import EmbeddingCache
+from sweep.retrieval.embed import CorpusEmbedding, SentenceTransformerEmbedder
 
 TEXTS = [
     f"chunk {i}: employees in office {i % 7} get {10 + i % 30} days of leave from year {1990 + i}" for i in range(300)
@@ -33,7 +34,8 @@ CHILD = """
 import json, os, sys, time
 from pathlib import Path
 import numpy as np
-from sweep.retrieval.embed import CorpusEmbedding, EmbeddingCache, SentenceTransformerEmbedder
+from sweep.retrieval.cache import EmbeddingCache
+from sweep.retrieval.embed import CorpusEmbedding, SentenceTransformerEmbedder
 
 texts = json.loads(Path(sys.argv[1]).read_text())
 embedder = SentenceTransformerEmbedder()

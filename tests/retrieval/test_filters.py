@@ -14,9 +14,10 @@ from sweep.errors import InputError
 from sweep.formats.corpus import Corpus, Document
 from sweep.formats.golden import GoldenSet, Question
 from sweep.retrieval.base import Retriever
+from sweep.retrieval.cache import EmbeddingCache
 from sweep.retrieval.chunking import Chunk, TokenChunker
 from sweep.retrieval.dense import DenseRetriever
-from sweep.retrieval.embed import EmbeddingCache, SentenceTransformerEmbedder
+from sweep.retrieval.embed import SentenceTransformerEmbedder
 from sweep.retrieval.filters import NoFilter, PostFilter, PreFilter
 from sweep.retrieval.index import FaissIndex, FlatIndex, HNSWIndex
 from sweep.retrieval.lexical import BM25Retriever, TfidfRetriever

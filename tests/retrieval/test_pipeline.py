@@ -7,9 +7,10 @@ import pytest
 
 from sweep.evaluation import score
 from sweep.retrieval.base import Hits
+from sweep.retrieval.cache import EmbeddingCache
 from sweep.retrieval.chunking import Chunk, TokenChunker
 from sweep.retrieval.dense import DenseRetriever
-from sweep.retrieval.embed import EmbeddingCache, SentenceTransformerEmbedder
+from sweep.retrieval.embed import SentenceTransformerEmbedder
 from sweep.retrieval.index import FlatIndex, HNSWIndex
 from sweep.retrieval.lexical import BM25Retriever
 from sweep.retrieval.pipeline import Pipeline, collapse_to_documents

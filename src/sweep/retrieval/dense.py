@@ -6,7 +6,7 @@ network inside its model config:
     _target_: sweep.retrieval.dense.DenseRetriever
     embedder: {_target_: sweep.retrieval.embed.SentenceTransformerEmbedder, path: null}
     index: ${index}
-    cache: {_target_: sweep.retrieval.embed.EmbeddingCache, folder: ${cache_dir}}
+    cache: {_target_: sweep.retrieval.cache.EmbeddingCache, folder: ${cache_dir}}
     embed: {_target_: sweep.retrieval.embed.CorpusEmbedding, shard_size: 1024, backend: local}
 
 The corpus is embedded shard by shard (`CorpusEmbedding`: here or on a Ray cluster), each shard

@@ -1,0 +1,111 @@
+"""What every chunking strategy shares: the `Chunk` (a document's exact character span and
+its token count), the `Chunker` interface, and `TokenChunker`, the baseline of fixed token windows."""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Annotated, Any
+
+from sweep.errors import InputError
+from sweep.formats.corpus import Corpus
+from sweep.settings import Range, checked
+
+PREFIX_SEPARATOR = "\n\n"  # between a chunk's prefix and its text in `embedded_text`
+HEADING_SEPARATOR = " > "  # between the headings of a heading path
+SENTENCE_ENDS = (". ", "! ", "? ", "\n")  # chonkie's default sentence delimiters
+MIN_SENTENCE_CHARS = 12  # chonkie's default: a shorter piece joins its neighbour ("e.g. ", "1. ")
+CACHED_COUNTS = 4096  # token counts a chunker remembers (texts of at most ~6 * size characters)
+LINE_BREAK = re.compile(r"\r\n?|\n")  # what markdown-it counts as a line break
+
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    doc_id: str
+    index: int  # position of the chunk within its document
+    start: int  # character offsets into the document's content
+    end: int
+    text: str
+    n_tokens: int  # tokens of `text` in the chunker's tokenizer, no special tokens (tokens: the window's)
+    prefix: str = ""  # context embedded before the text (a heading path); not in the offsets
+
+    @property
+    def embedded_text(self) -> str:
+        """What is embedded: the prefix, a blank line, the text; the text alone without a prefix."""
+        return f"{self.prefix}{PREFIX_SEPARATOR}{self.text}" if self.prefix else self.text
+
+
+class Chunker(ABC):
+    """A chunking strategy: `split` a corpus into chunks of at most `size` tokens of the
+    tokenizer at `tokenizer_path` (a local model folder; None: MiniLM's)."""
+
+    size: int
+    tokenizer_path: str | None
+
+    @cached_property
+    def tokenizer(self) -> Any:
+        from transformers import AutoTokenizer
+
+        from sweep.retrieval.models import default_model_path
+
+        return AutoTokenizer.from_pretrained(self.tokenizer_path or default_model_path(), local_files_only=True)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text, without special tokens."""
+        if not texts:
+            return []
+        encoded = self.tokenizer(list(texts), add_special_tokens=False, verbose=False)  # long texts are the point
+        return [len(ids) for ids in encoded["input_ids"]]
+
+    @abstractmethod
+    def split(self, corpus: Corpus) -> list[Chunk]:
+        """Every document's chunks, documents in corpus order, chunks in document order."""
+
+
+def check_overlap(overlap: int, size: int) -> None:
+    if size and overlap >= size:  # size 0: whole documents
+        raise InputError(f"chunking.overlap={overlap}: must be smaller than chunk={size} (or chunk=0: whole documents)")
+
+
+@checked("chunking")
+class TokenChunker(Chunker):
+    """Windows of `size` tokens that overlap by `overlap` tokens; `size=0` means whole documents.
+    The baseline: blind to structure, but every chunk but a document's last is exactly `size`
+    tokens. `tokenizer`: a local model folder whose tokenizer measures the chunks (None: MiniLM's)."""
+
+    def __init__(
+        self, size: Annotated[int, Range(0)], overlap: Annotated[int, Range(0)] = 32, tokenizer: str | None = None
+    ) -> None:
+        check_overlap(overlap, size)
+        self.size, self.overlap, self.tokenizer_path = size, overlap, tokenizer
+
+    def split(self, corpus: Corpus) -> list[Chunk]:
+        contents = [doc.content for doc in corpus]
+        encoded = self.tokenizer(
+            contents,
+            add_special_tokens=False,
+            return_offsets_mapping=True,
+            verbose=False,  # long texts are the point
+        )["offset_mapping"]
+        chunks: list[Chunk] = []
+        for doc, content, offsets in zip(corpus, contents, encoded):
+            chunks.extend(self._windows(doc.id, content, offsets))
+        return chunks
+
+    def _windows(self, doc_id: str, content: str, offsets: list[tuple[int, int]]) -> list[Chunk]:
+        if self.size == 0 or len(offsets) <= self.size:
+            return [Chunk(doc_id, 0, 0, len(content), content, len(offsets))]
+        step = self.size - self.overlap
+        windows = []
+        for index, first in enumerate(range(0, max(len(offsets) - self.overlap, 1), step)):
+            last = min(first + self.size, len(offsets)) - 1
+            start, end = offsets[first][0], offsets[last][1]
+            windows.append(Chunk(doc_id, index, start, end, content[start:end], last - first + 1))
+            if last == len(offsets) - 1:
+                break
+        return windows
