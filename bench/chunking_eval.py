@@ -4,9 +4,9 @@
     python bench/chunking_eval.py --part 1           # the chunking table only
     python bench/chunking_eval.py --cache DIR        # keep the embeddings between runs
 
-Reads ../shared/data/chunking_eval by path (5 corpora as one document each, 472 questions with
-character spans; SOURCE.md), exactly as `python -m sweep golden=chunking_eval
-golden.path=../shared/data/chunking_eval` does: the configuration is composed by Hydra from
+Reads the bundled data/chunking_eval (5 corpora as one document each, 472 questions with
+character spans; its README.md), exactly as `python -m sweep golden=chunking_eval` does: the
+configuration is composed by Hydra from
 conf/, the pipeline is the harness's own, and all corpora are retrieved from at once.
 
 1. `chunking=tokens,recursive` x `chunk=200,400,800` x overlap 0 and half the size, k = 5 and
@@ -38,7 +38,6 @@ from sweep.evaluation.context import score_contexts
 from sweep.experiment.trial import build_pipeline, load_data
 from sweep.formats.golden import GoldenSet
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "chunking_eval"
 STRATEGIES = ("tokens", "recursive")
 SIZES = (200, 400, 800)
 CUTOFFS = (5, 10)
@@ -48,7 +47,7 @@ def configure(cache: Path, *overrides: str):
     with initialize_config_module("sweep.conf", version_base=None):
         return compose(
             "config",
-            overrides=["golden=chunking_eval", f"golden.path={DATA}", f"cache_dir={cache}", *overrides],
+            overrides=["golden=chunking_eval", f"cache_dir={cache}", *overrides],
         )
 
 
@@ -108,8 +107,6 @@ def main() -> None:
     parser.add_argument("--part", choices=["1", "2", "all"], default="all")
     parser.add_argument("--cache", type=Path, help="embedding cache folder (default: a temporary one)")
     args = parser.parse_args()
-    if not DATA.is_dir():
-        sys.exit(f"{DATA}: not found (the shared data folder sits beside the repository)")
     import torch
 
     print(machine(["sentence-transformers", "faiss-cpu", "semchunk"], {"torch": torch.get_num_threads()}))
