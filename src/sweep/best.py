@@ -11,36 +11,22 @@
 from the best one (a Holm-corrected paired test over the questions: `sweep.evaluation.leaderboard`), rather
 than a maximum that may be noise.
 
-Reading MLflow needs neither Hydra nor FAISS, so neither is imported here.
+The record of the chosen run is `sweep.tracking.BestRun`; its config has today's `_target_`
+paths, also for a run logged before the subpackages. Reading MLflow needs neither Hydra nor FAISS,
+so neither is imported here.
 """
 
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.tracking import AMONG, CHEAPEST_BY, DEFAULT_EXPERIMENT, best_run
-
-
-@dataclass(frozen=True)
-class Winner:
-    run_id: str
-    value: float
-    config: DictConfig  # the resolved config: runs as it is with sweep.experiment.trial.run_trial
-    overrides: list[str]  # the command line that produced it
-    choices: dict[str, str]  # each config group's option (`{"index": "hnsw", ...}`)
-    why: str  # how it was chosen
-
-    @property
-    def command(self) -> str:
-        return shlex.join(["python", "-m", "sweep", *self.overrides])
+from sweep.tracking import AMONG, CHEAPEST_BY, DEFAULT_EXPERIMENT, BestRun, best_run
 
 
 def find_best(
@@ -50,11 +36,11 @@ def find_best(
     maximize: bool = True,
     among: str = "best",
     prefer: str = CHEAPEST_BY,
-) -> Winner:
+) -> BestRun:
     """The finished run with the best `metric` (only the children of parent run `sweep`, if given);
-    `among="tied"`: the one with the lowest `prefer` of those statistically tied with it."""
-    found = best_run(metric, experiment or DEFAULT_EXPERIMENT, sweep, maximize, among, prefer)
-    return Winner(found.run_id, found.value, OmegaConf.create(found.config), found.overrides, found.choices, found.why)
+    `among="tied"`: the one with the lowest `prefer` of those statistically tied with it
+    (`sweep.tracking.best_run`)."""
+    return best_run(metric, experiment or DEFAULT_EXPERIMENT, sweep, maximize, among, prefer)
 
 
 def best_config(

@@ -58,6 +58,7 @@ from sweep.errors import (
 )
 from sweep.experiment.trial import RESUME, Trial, build_pipeline, check_settings, run_trial
 from sweep.reporting.console import default_console, print_calibration, print_evaluation, print_leaderboard, print_lines
+from sweep.reporting.html import render as render_report
 from sweep.settings import override_key, unknown_key
 
 log = logging.getLogger("sweep")
@@ -107,7 +108,7 @@ def stop(interrupted: Interrupted, combinations: int) -> None:
     for number in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut this short
         signal.signal(number, signal.SIG_IGN)
     try:
-        summary = tracking.finish_sweep(interrupted)
+        summary, _ = close_sweep(interrupted)
     except Exception as error:  # the signal cut into MLflow's own write; the next sweep marks the runs KILLED
         log.warning("could not close the sweep's run (%s)", error)
         summary = None
@@ -120,6 +121,18 @@ def stop(interrupted: Interrupted, combinations: int) -> None:
             file=sys.stderr,
         )
     raise SystemExit(interrupted.exit_code)
+
+
+def close_sweep(interrupted: Interrupted | None = None) -> tuple[tracking.SweepSummary | None, str | None]:
+    """Close the sweep's parent run with its leaderboard (`tracking.finish_sweep`; KILLED when
+    `interrupted`) and log the report made of it as the run's `report.html` (the MLflow layer
+    renders nothing). What the sweep measured and the report; (None, None) when no sweep is open."""
+    summary = tracking.finish_sweep(interrupted)
+    if summary is None or summary.results is None:
+        return summary, None
+    html = render_report(summary.results, f"Sweep {summary.overrides}".strip())
+    tracking.log_report(summary.parent_id, html)
+    return summary, html
 
 
 def maximizing(argv: Sequence[str]) -> list[str]:
@@ -288,15 +301,15 @@ class ParentRunCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """The leaderboard; then, if combinations failed, one line each and exit code 1."""
         raise_if_interrupted()  # the sweep was stopped, not finished: `stop` closes it
-        summary = tracking.finish_sweep()
+        summary, html = close_sweep()
         if summary is None:
             return
         if summary.results is not None:
             print_leaderboard(summary.results, console=CONSOLE)
-        if summary.report is not None:
+        if html is not None:
             report = Path(config.hydra.sweep.dir) / tracking.REPORT
             report.parent.mkdir(parents=True, exist_ok=True)
-            report.write_text(summary.report)
+            report.write_text(html)
             print_lines([f"Report: {report} (also the sweep run's artifact {tracking.REPORT})"], console=CONSOLE)
         print_lines(
             [f"Sweep run: {summary.parent_id} (what sweep.best --sweep, sweep.pool --sweep and sweep.compare take)"],

@@ -7,10 +7,11 @@ Every trial is one MLflow run (`sweep.tracking`); whatever goes wrong inside it 
 that run before it goes on up. Nothing here knows about Hydra's command line (`sweep.experiment.cli`).
 
 `resume=true` in a sweep: a combination with a FINISHED run among the sweep's children, tagged
-with the same config digest and scored on the same corpus and golden set, is not run again; its
-run and objective stand for it. Only that check loads the data before the run starts; an earlier
-run of the combination that did not finish (or was scored on other data) is marked superseded by
-the new one.
+with the same config digest (or with the one a run logged before the subpackages has: its
+`_target_` paths were others, `sweep.tracking.legacy`) and scored on the same corpus and golden
+set, is not run again; its run and objective stand for it. Only that check loads the data before
+the run starts; an earlier run of the combination that did not finish (or was scored on other
+data) is marked superseded by the new one.
 """
 
 from __future__ import annotations
@@ -111,17 +112,25 @@ def load_data(cfg: DictConfig) -> tuple[Corpus, GoldenSet]:
 
 
 def combination_digest(cfg: DictConfig) -> str | None:
-    """`tracking.config_digest` of `cfg` with the settings that change no measurement set aside
-    (`NO_RESULT_KEYS`, also where other values refer to them, as the cache's folder); None when
+    """The digest a trial of `cfg` is tagged with (the first of `combination_digests`); None when
     `cfg` cannot be resolved (the run records why)."""
+    digests = combination_digests(cfg)
+    return digests[0] if digests else None
+
+
+def combination_digests(cfg: DictConfig) -> list[str]:
+    """`tracking.config_digests` of `cfg` with the settings that change no measurement set aside
+    (`NO_RESULT_KEYS`, also where other values refer to them, as the cache's folder): its digest,
+    then the one a run logged before the subpackages was tagged with; none when `cfg` cannot be
+    resolved (the run records why)."""
     measured = cfg.copy()
     try:
         with open_dict(measured):
             for key in NO_RESULT_KEYS:
                 measured[key] = None
-        return tracking.config_digest(OmegaConf.to_container(measured, resolve=True))
+        return tracking.config_digests(OmegaConf.to_container(measured, resolve=True))
     except OmegaConfBaseException:
-        return None
+        return []
 
 
 def finished_on_the_same_data(
@@ -178,8 +187,9 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
     return the run in which it already finished. `choices`: each config group's chosen option
     (logged as params); `overrides`: the command line that gave `cfg`."""
     name = " ".join(overrides) or "default"
-    digest = combination_digest(cfg)
-    earlier = tracking.earlier_runs(digest) if digest and cfg.get(RESUME) is True else []
+    digests = combination_digests(cfg)
+    digest = digests[0] if digests else None
+    earlier = tracking.earlier_runs(digests) if digests and cfg.get(RESUME) is True else []
     data = None
     if any(run.status == "FINISHED" for run in earlier):
         data, done = finished_on_the_same_data(cfg, earlier)

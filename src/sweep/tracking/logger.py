@@ -1,0 +1,210 @@
+"""Logging a trial to its run: config, metrics, tables, results, the golden set and the environment.
+
+Params are the resolved config flattened to dotted keys plus Hydra's chosen option per group
+(`index=hnsw`); metrics are headline means, per type (`type/<type>/<metric>`, `type/<type>/n`),
+abstention and costs; tables via `mlflow.log_table`; the golden set as a dataset input with its
+digest; tags for data digests, git commit and package versions. MLflow metric names may not
+contain `@`; `metric_key` writes ours without it. The plots are `sweep.tracking.plots`'.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import tempfile
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pandas as pd
+
+from sweep.evaluation import Evaluation
+from sweep.evaluation.abstention import Calibration
+from sweep.formats.corpus import Corpus
+from sweep.formats.golden import GoldenSet, doc_grades, evidence_spans
+from sweep.formats.runs import Run
+from sweep.tracking.plots import log_calibration_plot
+from sweep.tracking.reading import RETRIEVED_CHUNKS, RUN_FILE
+
+PACKAGES = (
+    "golden-sweep",
+    "mlflow",
+    "hydra-core",
+    "faiss-cpu",
+    "sentence-transformers",
+    "torch",
+    "bm25s",
+    "scikit-learn",
+)
+_UNSAFE = re.compile(r"[^A-Za-z0-9_\-./: ]")
+
+
+def metric_key(name: str) -> str:
+    """A name MLflow accepts: letters, digits and `_ - . / : space`."""
+    return _UNSAFE.sub("_", name.replace("@", "_at_"))
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """{"index": {"M": 32}} -> {"index.M": "32"}; lists become their string form."""
+    flat: dict[str, str] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat |= flatten(value, f"{name}.")
+        else:
+            flat[name] = str(value)
+    return flat
+
+
+def loggable(values: Mapping[str, float]) -> dict[str, float]:
+    """MLflow-legal names; values that are undefined (NaN) or unbounded (an infinite threshold) left out."""
+    return {metric_key(k): float(v) for k, v in values.items() if math.isfinite(v)}
+
+
+def log_config(resolved: Mapping[str, Any], overrides: Sequence[str], choices: Mapping[str, str]) -> None:
+    """Params: the resolved config flattened, and each config group's chosen option under the
+    group's name (`index=hnsw`), so the UI can filter and plot by it. Artifacts: the resolved
+    config, the overrides and choices that reproduce it. Tags: environment, overrides."""
+    mlflow.log_params(flatten(resolved) | dict(choices))
+    mlflow.log_dict(dict(resolved), "config/resolved.yaml")
+    mlflow.log_dict({"overrides": list(overrides), "choices": dict(choices)}, "config/overrides.yaml")
+    mlflow.set_tags(environment_tags() | {"sweep.overrides": " ".join(overrides) or "default"})
+
+
+def evaluation_metrics(evaluation: Evaluation) -> dict[str, float]:
+    """Headline means, abstention rates and per-type means, skipping what is undefined (NaN)."""
+    return loggable(evaluation.mean | evaluation.type_means())
+
+
+def log_stats(stats: Mapping[str, float]) -> None:
+    """What the pipeline measured: times, latencies, sizes, counts, shares."""
+    mlflow.log_metrics(loggable(stats))
+
+
+def log_results(results: Run) -> None:
+    """The trial's results as a TREC run file (`run.trec`), for trec_eval or `sweep.evaluate`."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / RUN_FILE
+        results.to_trec(path)
+        mlflow.log_artifact(str(path))
+
+
+def log_delivered_chunks(delivered: Mapping[str, list[dict[str, Any]]]) -> None:
+    """`tables/retrieved_chunks.json`: each question's top chunks, best first, with offsets in the
+    coordinates of the golden set's evidence, so anyone can recompute the context metrics."""
+    mlflow.log_dict(dict(delivered), RETRIEVED_CHUNKS)
+
+
+def log_evaluation(evaluation: Evaluation, worst: int = 10) -> None:
+    """The means as metrics (`evaluation_metrics`); per question, per type and the worst questions as tables."""
+    mlflow.log_metrics(evaluation_metrics(evaluation))
+    per_query = evaluation.per_query.reset_index()
+    per_query.insert(2, "question", [evaluation.golden.by_id[q].question for q in per_query["qid"]])
+    mlflow.log_table(per_query, "tables/per_query.json")
+    mlflow.log_table(evaluation.by("type").reset_index(), "tables/per_type.json")
+    worst_table = evaluation.worst(worst).reset_index()
+    worst_table["relevant"] = worst_table["relevant"].map(doc_grades)
+    worst_table["retrieved"] = worst_table["retrieved"].map(doc_grades)
+    mlflow.log_table(worst_table, "tables/worst_queries.json")
+    if evaluation.context is not None and len(evaluation.context.frame):
+        mlflow.log_table(evaluation.worst_context(worst).reset_index(), "tables/worst_context.json")
+
+
+def log_calibration(calibration: Calibration) -> None:
+    """`abstain/suggested_min_score`, the means that threshold gives (`abstain/at_suggested/<metric>`),
+    the curve as `tables/abstention_curve.json` and `plots/abstention_calibration.png`."""
+    values = {"abstain/suggested_min_score": calibration.suggested} | {
+        f"abstain/at_suggested/{name}": value for name, value in calibration.at_suggested.items()
+    }
+    mlflow.log_metrics(loggable(values))
+    # the -inf row abstains exactly as the lowest observed score does, and JSON has no -inf
+    curve = calibration.curve[calibration.curve["threshold"].map(math.isfinite)]
+    mlflow.log_table(curve, "tables/abstention_curve.json")
+    if len(curve):
+        log_calibration_plot(calibration, curve)
+
+
+def golden_dataset(golden: GoldenSet) -> Any:
+    """The golden set as an MLflow dataset; its digest is the `data.golden_digest` tag."""
+    frame = pd.DataFrame(
+        {
+            "id": [q.id for q in golden],
+            "question": [q.question for q in golden],
+            "type": [q.type for q in golden],
+            "relevant": [doc_grades(q.relevant) for q in golden],
+            "evidence": [evidence_spans(q.evidence) for q in golden],
+        }
+    )
+    with warnings.catch_warnings():  # MLflow registers its local-file source twice and says so
+        warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted in multiple ways")
+        return mlflow.data.from_pandas(frame, source=str(Path(golden.source).resolve()), name=Path(golden.source).name)
+
+
+def data_digests(golden: GoldenSet, corpus: Corpus) -> dict[str, str]:
+    """The tags that say what a run was scored on: the golden set's and the corpus's digests."""
+    return _digest_tags(golden_dataset(golden), corpus)
+
+
+def _digest_tags(dataset: Any, corpus: Corpus) -> dict[str, str]:
+    return {"data.golden_digest": dataset.digest, "data.corpus_digest": corpus.digest}
+
+
+def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
+    """The golden set as an MLflow dataset (digest included), plus data digests as tags."""
+    dataset = golden_dataset(golden)
+    for attempt in range(3):
+        try:
+            mlflow.log_input(dataset, context="golden")
+            break
+        except mlflow.exceptions.MlflowException as error:
+            # Workers of one sweep log the same dataset at once; MLflow checks that it exists, then
+            # inserts it, so on PostgreSQL all but one insert are refused (the transaction rolls back).
+            # Tried again, the dataset is there and only the link to this run is written.
+            if attempt == 2 or not any(
+                clash in str(error) for clash in ("dataset_pk", "UNIQUE constraint failed: datasets")
+            ):
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    # the corpus's path is absolute: sweep.pool reads it back from another folder
+    mlflow.set_tags(_digest_tags(dataset, corpus) | {"data.corpus": str(Path(corpus.source).absolute())})
+
+
+def log_comparison(run_id: str, name: str, markdown: str, data: Mapping[str, Any]) -> list[str]:
+    """A comparison as artifacts of run `run_id`: `compare/<name>.md` and `compare/<name>.json`.
+    The artifact paths."""
+    client = mlflow.MlflowClient()
+    paths = [f"compare/{name}.md", f"compare/{name}.json"]
+    client.log_text(run_id, markdown, paths[0])
+    client.log_dict(run_id, dict(data), paths[1])
+    return paths
+
+
+def environment_tags() -> dict[str, str]:
+    """The versions of the packages that matter (`PACKAGES`) and the git commit, when there is one."""
+    tags = {f"version.{name}": _version(name) for name in PACKAGES}
+    commit = _git_commit()
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    return tags
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _git_commit() -> str | None:
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10
+        )
+    except OSError:
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None

@@ -1,0 +1,148 @@
+"""The MLflow store: which one (`tracking_uri`), opening it (`connect`), experiments, and searching it.
+
+A server that does not answer, or a SQLite file that cannot be created, opened or written, is one
+line within seconds, not minutes of MLflow's retries later. The tag names every module of
+`sweep.tracking` shares (`CONFIG_DIGEST`, `SUPERSEDED_BY`) are here too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mlflow
+
+from sweep.errors import InputError, one_line
+from sweep.formats.files import exclusive_lock
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+DEFAULT_EXPERIMENT = "golden-sweep"
+CONFIG_DIGEST = "sweep.config_digest"  # a trial's tag: which combination it measured (`config_digest`)
+SUPERSEDED_BY = "sweep.superseded_by"  # an earlier try at a combination, replaced by this run on resume
+NOT_SUPERSEDED = f"tags.`{SUPERSEDED_BY}` IS NULL"  # a search condition: what a resumed sweep did not replace
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # else 3.17's UI opens GenAI mode
+RUN_ID = re.compile(r"[0-9a-f]{32}")
+_OPENED: set[str] = set()  # SQLite stores this process has checked and opened
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+
+
+def connect(uri: str | None = None, create: bool = True) -> None:
+    """Point MLflow at `uri` (default: `tracking_uri()`) and open its store now: a server that
+    does not answer, or a SQLite file that cannot be created, opened or written, is one line
+    within seconds, not minutes of MLflow's retries later. `create=False`: a SQLite store that
+    does not exist yet is an error rather than a new file."""
+    uri = uri or tracking_uri()
+    if uri.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=10) as response:
+                response.read()
+        except OSError as error:
+            reason = getattr(error, "reason", error)
+            raise InputError(
+                f"cannot reach the MLflow tracking server at {uri} ({reason}); start it, or unset "
+                "MLFLOW_TRACKING_URI to log to sqlite:///mlflow.db here"
+            ) from None
+    elif uri.startswith("sqlite:") and uri not in _OPENED:
+        _open_sqlite_store(uri, create)
+        _OPENED.add(uri)
+    mlflow.set_tracking_uri(uri)
+
+
+def _open_sqlite_store(uri: str, create: bool) -> None:
+    """Check the file, then let MLflow open (and, for a new file, create) the store while holding
+    a lock on its folder, so that two sweeps starting at once on a new store do not both create
+    its tables."""
+    path = Path(uri.removeprefix("sqlite:///")).absolute()
+    if path.is_dir():
+        raise InputError(f"{uri}: {path} is a folder, not an SQLite file")
+    if path.exists():
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30) as database:
+                database.execute("PRAGMA schema_version").fetchone()  # reads the header: cheap at any size
+        except sqlite3.Error as error:
+            raise InputError(f"{uri}: not a usable SQLite database ({error})") from None
+        if not os.access(path, os.W_OK):
+            raise InputError(f"{uri}: the store is read-only")
+    elif not create:
+        raise InputError(f"{uri}: no MLflow store here yet (nothing has been logged to it)")
+    folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{uri}: cannot create the store: {folder} is not a writable folder")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"{uri}: cannot create the store's folder ({error.strerror})") from None
+    with exclusive_lock(path.parent):
+        try:  # sqlite3 fails at once where MLflow would retry for minutes
+            sqlite3.connect(path, timeout=30).close()
+        except sqlite3.Error as error:
+            raise InputError(f"{uri}: cannot create the store ({error})") from None
+        try:
+            mlflow.MlflowClient(uri).search_experiments(max_results=1)  # opens the store; creates its tables if new
+        except Exception as error:
+            raise InputError(f"{uri}: cannot open the MLflow store ({one_line(error)})") from None
+
+
+def use_experiment(name: str) -> str:
+    """Create or reuse the experiment (artifacts under ./mlruns for a local SQLite store); its id."""
+    experiment = mlflow.get_experiment_by_name(name)
+    if experiment is None:
+        artifacts = None
+        if mlflow.get_tracking_uri().startswith("sqlite:"):
+            artifacts = (Path.cwd() / "mlruns").as_uri()
+        try:
+            experiment_id = mlflow.create_experiment(name, artifact_location=artifacts, tags=EXPERIMENT_KIND)
+        except mlflow.exceptions.MlflowException:  # another sweep created it a moment ago
+            experiment = mlflow.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+            experiment_id = experiment.experiment_id
+    else:
+        experiment_id = experiment.experiment_id
+        for key, value in EXPERIMENT_KIND.items():
+            mlflow.MlflowClient().set_experiment_tag(experiment_id, key, value)
+    mlflow.set_experiment(experiment_id=experiment_id)
+    return experiment_id
+
+
+def existing_experiment_id(experiment: str) -> str:
+    """The id of the experiment named `experiment`; reading creates nothing: no store, or no such
+    experiment in it, is one line."""
+    connect(create=False)
+    found = mlflow.get_experiment_by_name(experiment)
+    if found is None:
+        raise InputError(f"no MLflow experiment named {experiment!r} at {tracking_uri()}")
+    return found.experiment_id
+
+
+def search_pages(
+    client: mlflow.MlflowClient, experiment_id: str, filter_string: str, newest_first: bool = False
+) -> Iterator[Any]:
+    """Every run matching `filter_string`, earliest (or newest) first, a result page at a time."""
+    order, token = f"attributes.start_time {'DESC' if newest_first else 'ASC'}", None
+    while True:
+        page = client.search_runs([experiment_id], filter_string, order_by=[order], max_results=1000, page_token=token)
+        yield from page
+        token = page.token
+        if not token:
+            return
+
+
+def ui_hint(experiment_id: str) -> list[str]:
+    """How to look at the runs: the UI command for a local store, and the runs view's address
+    (3.17's UI opens an experiment in GenAI mode, which lists no runs, unless told otherwise)."""
+    uri = tracking_uri()
+    lines, base = [], uri.rstrip("/")
+    if uri.startswith("sqlite:"):
+        lines.append(f"Compare runs: mlflow ui --backend-store-uri {uri}")
+        base = "http://127.0.0.1:5000"
+    lines.append(f"Runs view: {base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
+    return lines
