@@ -14,6 +14,8 @@ prints). `--per-type` applies the same rule to each question type too, with the 
 Holm-corrected among themselves. Exit codes: 1 when a rule fails (the regressed questions are
 printed, worst first), 0 otherwise (a run checked against itself passes), 2 on bad input (an
 unknown run id or metric, a negative `--max-drop`, a store that cannot be reached). Reads only.
+
+The rule is `sweep.evaluation.comparison.gate`, the lines `sweep.reporting.comparison.gate_lines`.
 """
 
 from __future__ import annotations
@@ -22,79 +24,16 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-import pandas as pd
-
-from sweep.compare import Comparison, add_common_options, compare_runs, lower_is_better, run_pairs
+from sweep.arguments import add_common_options
 from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.evaluation.scoring import HEADLINE
-from sweep.evaluation.significance import holm
+from sweep.evaluation.comparison import compare_runs, gate
+from sweep.evaluation.registry import HEADLINE
+from sweep.evaluation.resolve import run_pairs
+from sweep.reporting.comparison import gate_lines
 
 EXIT_REGRESSED = 1
 SHOWN = 50  # regressed questions printed per comparison by default
-
-
-def regressed(row: pd.Series, metric: str, max_drop: float, alpha: float, p: float | None = None) -> bool:
-    """Worse by more than `max_drop` and significantly so (p, default the row's, below `alpha`)."""
-    drop = row["delta"] if lower_is_better(metric) else -row["delta"]
-    return bool(drop > max_drop and (row["p_value"] if p is None else p) < alpha)
-
-
-def _verdict(row: pd.Series, metric: str, max_drop: float, alpha: float, p: float) -> str:
-    values = (
-        f"{row['a']:.4f} -> {row['b']:.4f}, delta {row['delta']:+.4f} "
-        f"(95% CI {row['ci_low']:+.4f} to {row['ci_high']:+.4f}), p {p:.4f}, "
-        f"{int(row['wins'])} better / {int(row['ties'])} same / {int(row['losses'])} worse of {int(row['n'])}"
-    )
-    if regressed(row, metric, max_drop, alpha, p):
-        return f"{values}: REGRESSED (worse by more than {max_drop:g}, p < {alpha:g})"
-    return f"{values}: ok"
-
-
-def _question(loss: dict[str, Any]) -> str:
-    ranks = ""
-    if loss["rank_a"] is not None or loss["rank_b"] is not None:
-        ranks = f", first relevant rank {loss['rank_a'] or 'none'} -> {loss['rank_b'] or 'none'}"
-    text = " ".join(loss["question"].split())
-    text = text if len(text) <= 200 else f"{text[:200]}…"
-    return f"  {loss['qid']} [{loss['type']}] {loss['a']:.4f} -> {loss['b']:.4f}{ranks}: {text}"
-
-
-def check(comparison: Comparison, metric: str, max_drop: float, alpha: float, per_type: bool, shown: int) -> bool:
-    """Print the verdicts for one (baseline, candidate) pair; whether the candidate regressed."""
-    print(f"baseline  {comparison.a.run_id} {comparison.a.overrides or comparison.a.name}")
-    print(f"candidate {comparison.b.run_id} {comparison.b.overrides or comparison.b.name}")
-    if metric not in comparison.metrics.index:
-        print(f"{metric}: no question has a value in both runs: nothing to check")
-        return False
-    overall = comparison.metrics.loc[metric]
-    print(
-        f"{metric} over {int(overall['n'])} questions: {_verdict(overall, metric, max_drop, alpha, overall['p_value'])}"
-    )
-    failed = regressed(overall, metric, max_drop, alpha)
-    failed_types: list[str] = []
-    if per_type:
-        rows = {t: table.loc[metric] for t, table in comparison.per_type.items() if metric in table.index}
-        adjusted = dict(zip(rows, holm([row["p_value"] for row in rows.values()]))) if rows else {}
-        for qtype, row in rows.items():
-            p = float(adjusted[qtype])
-            where = f"{int(row['n'])} questions, p Holm-corrected over {len(rows)} types"
-            print(f"  type {qtype} ({where}): {_verdict(row, metric, max_drop, alpha, p)}")
-            if regressed(row, metric, max_drop, alpha, p):
-                failed_types.append(qtype)
-    if not (failed or failed_types):
-        return False
-    losses = comparison.losses(metric, None if failed else failed_types)
-    scope = "" if failed else f" ({', '.join(failed_types)})"
-    print(f"regressed questions{scope}: {len(losses)} worse on {metric} in the candidate, worst first")
-    for loss in losses[:shown]:
-        print(_question(loss))
-    if len(losses) > shown:
-        print(
-            f"  … and {len(losses) - shown} more (python -m sweep.compare {comparison.a.run_id} {comparison.b.run_id})"
-        )
-    return True
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -131,7 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for i, comparison in enumerate(comparisons):
         if i:
             print()
-        failed += check(comparison, args.metric, args.max_drop, args.alpha, args.per_type, args.show)
+        result = gate(comparison, args.metric, args.max_drop, args.alpha, args.per_type)
+        print("\n".join(gate_lines(result, args.show)))
+        failed += result.regressed
     rule = f"{args.metric} worse by more than {args.max_drop:g} with p < {args.alpha:g}"
     if failed:
         print(f"check failed: {failed} of {len(comparisons)} comparisons regressed ({rule})")

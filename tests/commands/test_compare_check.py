@@ -19,6 +19,8 @@ import pytest
 
 from helpers.logged import BROKEN, EXPERIMENT, golden, log_run, rankings
 from sweep import check, compare
+from sweep.evaluation.comparison import paired_table
+from sweep.evaluation.registry import lower_is_better
 from sweep.formats.corpus import Corpus, Document
 from sweep.formats.golden import GoldenSet
 from sweep.tracking import (
@@ -208,7 +210,7 @@ def test_sweeps_pair_their_children_by_overrides_and_best_is_the_winner(store, c
 def test_a_one_question_pair_needs_no_test():
     a = pd.DataFrame({"m": [1.0, np.nan], "n": [np.nan, np.nan]}, index=["q1", "q2"])
     b = pd.DataFrame({"m": [0.0, 1.0], "n": [1.0, np.nan]}, index=["q1", "q2"])
-    table = compare.paired_table(a, b, ["m", "n"])
+    table = paired_table(a, b, ["m", "n"])
     assert list(table.index) == ["m"]  # no question has `n` in both runs
     row = table.loc["m"]
     assert (row["n"], row["delta"], row["ci_low"], row["ci_high"], row["p_value"], row["losses"]) == (
@@ -219,8 +221,8 @@ def test_a_one_question_pair_needs_no_test():
         1,
         1,
     )
-    assert compare.lower_is_better("abstain/false_rate") and compare.lower_is_better("context/tokens_at_5")
-    assert not compare.lower_is_better("ndcg_at_10") and not compare.lower_is_better("abstain/correct_rate")
+    assert lower_is_better("abstain/false_rate") and lower_is_better("context/tokens_at_5")
+    assert not lower_is_better("ndcg_at_10") and not lower_is_better("abstain/correct_rate")
 
 
 # ---------------------------------------------------------------- check

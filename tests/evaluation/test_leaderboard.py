@@ -16,7 +16,8 @@ from sweep import best
 from sweep.best import best_config, find_best
 from sweep.evaluation.leaderboard import ConfigRun, build, differing_keys, minimum_detectable_effect, rank
 from sweep.evaluation.significance import randomization_p
-from sweep.tracking import PARENT_RUN, SweepSummary, finish_sweep, start_sweep
+from sweep.experiment.cli import close_sweep
+from sweep.tracking import PARENT_RUN, SweepSummary, start_sweep
 
 
 def per_question(values: np.ndarray, start: int = 0) -> pd.Series:
@@ -142,7 +143,7 @@ def tied_sweep(tmp_path, monkeypatch) -> tuple[str, dict[str, str], SweepSummary
         name: log_run(name, g, results, costs={"latency/search_ms_p50": latency, "latency/search_ms_p95": latency * 2})
         for name, results, latency in (("good", good, 5.0), ("twin", good, 2.0), ("worse", worse, 1.0))
     }
-    summary = finish_sweep()
+    summary, _ = close_sweep()  # as the command closes it: the leaderboard, then the report
     yield parent, runs, summary
     mlflow.set_tracking_uri(None)
 

@@ -28,11 +28,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from sweep.evaluation.significance import RESAMPLES, SEED, bootstrap_ci, holm, randomization_p
+from sweep.evaluation.registry import COSTS
+from sweep.evaluation.significance import RESAMPLES, SEED, bootstrap_ci, holm, paired, randomization_p
 
 ALPHA = 0.05
 POWER = 0.8
-COSTS = ("latency/search_ms_p50", "latency/search_ms_p95", "index/bytes", "time/embed_s")  # lower is cheaper
 COLUMNS = ("config", "status", "mean", "ci_low", "ci_high", "delta", "p_value", "p_holm", "tied_with_best", "n")
 
 
@@ -43,7 +43,7 @@ class SweepResults:
     All frames are keyed by child run id; `leaderboard` is ordered best first (then failed runs)."""
 
     objective: str
-    leaderboard: pd.DataFrame  # COLUMNS, then COSTS where logged
+    leaderboard: pd.DataFrame  # COLUMNS, then the registry's COSTS where logged
     per_type: pd.DataFrame  # run id x question type: the objective's mean per type
     per_query: pd.DataFrame  # question id x run id: the objective per question (NaN where undefined)
     questions: pd.DataFrame  # question id -> question, type
@@ -159,8 +159,8 @@ def rank(
 
 def paired_differences(leader: pd.Series, other: pd.Series) -> np.ndarray:
     """other - leader on the questions where both are defined."""
-    pair = pd.concat([leader, other], axis=1, keys=["leader", "other"], join="inner").dropna()
-    return (pair["other"] - pair["leader"]).to_numpy(dtype=float)
+    pair = paired(leader, other)
+    return (pair["b"] - pair["a"]).to_numpy(dtype=float)
 
 
 def minimum_detectable_effect(

@@ -11,28 +11,34 @@ Definitions follow trec_eval (see DESIGN.md, "Metric definitions").
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sweep.errors import InputError
 
+if TYPE_CHECKING:
+    from sweep.evaluation.registry import Metric
+
 log = logging.getLogger(__name__)
 
 GAINS = ("linear", "exponential")
-ABSTAIN_CORRECT = "abstain/correct_rate"  # unanswerable questions that got an empty result
-ABSTAIN_FALSE = "abstain/false_rate"  # answerable questions that got an empty result
-ABSTAIN_METRICS = (ABSTAIN_CORRECT, ABSTAIN_FALSE)
-DEFAULT_METRICS = (
-    "recall_at_1", "recall_at_3", "recall_at_5", "recall_at_10", "recall_at_20", "recall_at_100",
-    "precision_at_1", "precision_at_5", "precision_at_10",
-    "hit_at_1", "hit_at_5", "hit_at_10",
-    "mrr", "mrr_at_10", "ndcg_at_5", "ndcg_at_10", "ndcg_at_20", "map", "map_at_10", "r_precision",
-    "judged_at_5", "judged_at_10", "judged_at_20",
+# declared in sweep.evaluation.registry (which imports this module's functions); still importable from here
+_REGISTERED = (
+    "ABSTAIN_CORRECT", "ABSTAIN_FALSE", "ABSTAIN_METRICS", "DEFAULT_METRICS", "FAMILIES", "Family", "Metric",
+    "parse_metrics", "select_metrics", "valid_names",
 )  # fmt: skip
+
+
+def __getattr__(name: str):
+    if name in _REGISTERED:
+        from sweep.evaluation import registry
+
+        return getattr(registry, name)
+    raise AttributeError(f"module 'sweep.evaluation.measures' has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -301,85 +307,6 @@ def judged(r: RankedJudgments, k: int) -> np.ndarray:
     return np.divide(counted, shown, out=np.full(r.n_queries, np.nan), where=shown > 0)
 
 
-# ---------------------------------------------------------------- names
-
-
-@dataclass(frozen=True)
-class Family:
-    function: Callable[..., np.ndarray]
-    cutoff: str  # "required", "optional" or "none"
-
-
-FAMILIES: dict[str, Family] = {
-    "recall": Family(recall, "required"),
-    "precision": Family(precision, "required"),
-    "hit": Family(hit, "required"),
-    "mrr": Family(mrr, "optional"),
-    "ndcg": Family(ndcg, "optional"),
-    "map": Family(average_precision, "optional"),
-    "r_precision": Family(r_precision, "none"),
-    "judged": Family(judged, "required"),
-}
-
-_NAME = re.compile(r"(?P<family>[a-z_]+?)(?:_at_(?P<k>-?\d+))?")
-
-
-def valid_names() -> str:
-    forms = []
-    for name, family in FAMILIES.items():
-        forms += {"required": [f"{name}_at_K"], "optional": [name, f"{name}_at_K"], "none": [name]}[family.cutoff]
-    return ", ".join(forms)
-
-
-@dataclass(frozen=True)
-class Metric:
-    """A parsed metric name such as `ndcg_at_10` (family ndcg, k 10) or `mrr` (k None)."""
-
-    family: str
-    k: int | None
-
-    @property
-    def name(self) -> str:
-        return self.family if self.k is None else f"{self.family}_at_{self.k}"
-
-    def __call__(self, ranked: RankedJudgments) -> np.ndarray:
-        return FAMILIES[self.family].function(ranked, self.k)
-
-    @classmethod
-    def parse(cls, name: str) -> Metric:
-        match = _NAME.fullmatch(name.strip())
-        family = FAMILIES.get(match["family"]) if match else None
-        if family is None:
-            raise InputError(f"unknown metric {name!r}; valid metrics: {valid_names()}")
-        k = None if match["k"] is None else int(match["k"])
-        if k is None and family.cutoff == "required":
-            raise InputError(f"metric {name!r} needs a cutoff, e.g. {match['family']}_at_10")
-        if k is not None and family.cutoff == "none":
-            raise InputError(f"metric {name!r} takes no cutoff; use {match['family']}")
-        if k is not None and k <= 0:
-            raise InputError(f"metric {name!r}: k must be a positive integer, got {k}")
-        return cls(match["family"], k)
-
-
-def parse_metrics(names: list[str]) -> list[Metric]:
-    """Each name checked; order kept, repeats dropped."""
-    if not names:
-        raise InputError("no metrics given")
-    return list(dict.fromkeys(Metric.parse(n) for n in names))
-
-
-def select_metrics(metrics: str | Sequence[str] | None, has_unanswerable: bool) -> tuple[list[Metric], tuple[str, ...]]:
-    """(rank metrics, abstention rates) for `metrics`: names such as "ndcg_at_10,mrr" (abstention
-    rates included by name); None means DEFAULT_METRICS plus the abstention rates that apply."""
-    if metrics is None:
-        names = [*DEFAULT_METRICS, *(ABSTAIN_METRICS if has_unanswerable else (ABSTAIN_FALSE,))]
-    else:
-        names = [n.strip() for n in (metrics.split(",") if isinstance(metrics, str) else metrics) if n.strip()]
-    abstain = tuple(n for n in dict.fromkeys(names) if n in ABSTAIN_METRICS)
-    rank_names = [n for n in names if n not in ABSTAIN_METRICS]
-    return (parse_metrics(rank_names) if rank_names or not abstain else []), abstain
-
-
 # ---------------------------------------------------------------- per question and means
 
 
@@ -394,10 +321,31 @@ def answerable_means(values: Mapping[str, np.ndarray], answerable: np.ndarray) -
 
 
 def abstention_rates(abstained: np.ndarray, answerable: np.ndarray, names: Sequence[str]) -> dict[str, float]:
-    """The share of unanswerable questions with an empty result (ABSTAIN_CORRECT) and of answerable
-    ones (ABSTAIN_FALSE), those of `names`."""
+    """The share of unanswerable questions with an empty result (`abstain/correct_rate`) and of
+    answerable ones (`abstain/false_rate`), those of `names`."""
+    from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE
+
     rates = {ABSTAIN_CORRECT: _mean(abstained[~answerable]), ABSTAIN_FALSE: _mean(abstained[answerable])}
     return {name: rates[name] for name in names}
+
+
+def group_means(
+    groups: np.ndarray,
+    answerable: np.ndarray,
+    abstained: np.ndarray,
+    values: Mapping[str, np.ndarray],
+    abstain_metrics: Sequence[str],
+) -> dict[object, dict[str, float]]:
+    """The one per-group aggregation (question types, tags): per group, in sorted order, `n`,
+    `answerable` (counts), each rank metric's mean over the group's answerable questions and the
+    abstention rates of `abstain_metrics` (NaN where undefined)."""
+    out: dict[object, dict[str, float]] = {}
+    for group in sorted(set(groups.tolist())):  # a handful of groups, not one pass per question
+        rows = groups == group
+        means = answerable_means({name: column[rows] for name, column in values.items()}, answerable[rows])
+        means |= abstention_rates(abstained[rows], answerable[rows], abstain_metrics)
+        out[group] = {"n": int(rows.sum()), "answerable": int(answerable[rows].sum())} | means
+    return out
 
 
 def type_means(
@@ -408,14 +356,12 @@ def type_means(
     abstain_metrics: Sequence[str],
 ) -> dict[str, float]:
     """`type/<type>/n`, then `type/<type>/<metric>` for the rank metrics and abstention rates,
-    types in sorted order (DESIGN's names); undefined means (the recall of a type with no
-    answerable question) are left out."""
+    types in sorted order (DESIGN's names): `group_means` by type. Undefined means (the recall of
+    a type with no answerable question) are left out."""
     out: dict[str, float] = {}
-    for qtype in sorted(set(types.tolist())):  # a handful of types, not one pass per question
-        rows = types == qtype
-        means = answerable_means({name: column[rows] for name, column in values.items()}, answerable[rows])
-        means |= abstention_rates(abstained[rows], answerable[rows], abstain_metrics)
-        out[f"type/{qtype}/n"] = int(rows.sum())
+    for qtype, means in group_means(types, answerable, abstained, values, abstain_metrics).items():
+        out[f"type/{qtype}/n"] = means.pop("n")
+        del means["answerable"]
         out |= {f"type/{qtype}/{name}": value for name, value in means.items() if not np.isnan(value)}
     return out
 

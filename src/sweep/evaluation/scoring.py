@@ -19,21 +19,17 @@ import pyarrow as pa
 from sweep.evaluation import measures
 from sweep.evaluation.context import CONTEXT_N, ContextScores
 from sweep.evaluation.measures import (
-    ABSTAIN_CORRECT,
-    ABSTAIN_FALSE,
     RankedJudgments,
     abstention_rates,
     answerable_means,
     group_starts,
     metric_values,
-    select_metrics,
     warn_unknown_queries,
 )
+from sweep.evaluation.registry import ABSTAIN_METRICS, HEADLINE, select_metrics
 from sweep.formats.golden import GoldenSet
 from sweep.formats.records import index_in
 from sweep.formats.runs import Run
-
-HEADLINE = "ndcg_at_10"
 
 
 def rank_judgments(golden: GoldenSet, run: Run, relevance_level: int = 1, gain: str = "linear") -> RankedJudgments:
@@ -169,15 +165,19 @@ def _mean(values: pd.Series) -> float:
 def group_means(
     per_query: pd.DataFrame, column: str, metrics: tuple[str, ...], context_metrics: tuple[str, ...] = ()
 ) -> pd.DataFrame:
-    grouped = per_query.groupby(column, sort=True)
-    table = pd.DataFrame({"n": grouped.size(), "answerable": grouped["answerable"].sum()})
-    answerable = per_query[per_query["answerable"]].groupby(column)
-    for name in metrics:
-        table[name] = answerable[name].mean()
-    unanswerable = per_query[~per_query["answerable"]].groupby(column)["abstained"]
-    table[ABSTAIN_CORRECT] = unanswerable.mean()
-    table[ABSTAIN_FALSE] = answerable["abstained"].mean()
-    if context_metrics:  # over the questions with evidence (the others are NaN)
+    """Per value of `column` (sorted): n, answerable, each rank metric and both abstention rates
+    as `measures.group_means` computes them (the per-type means a run logs), then the context
+    metrics over the questions with evidence (the others are NaN)."""
+    groups = per_query[column].to_numpy()
+    means = measures.group_means(
+        groups, per_query["answerable"].to_numpy(dtype=bool), per_query["abstained"].to_numpy(dtype=float),
+        {name: per_query[name].to_numpy(dtype=float) for name in metrics}, ABSTAIN_METRICS,
+    )  # fmt: skip
+    columns = ["n", "answerable", *metrics, *ABSTAIN_METRICS]
+    table = pd.DataFrame.from_dict(means, orient="index", columns=columns).astype({"n": int, "answerable": int})
+    table.index.name = column
+    if context_metrics:
+        grouped = per_query.groupby(column, sort=True)
         table[CONTEXT_N] = grouped[context_metrics[0]].count()
         for name in context_metrics:
             table[name] = grouped[name].mean()

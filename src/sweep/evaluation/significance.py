@@ -1,5 +1,8 @@
 """Uncertainty: bootstrap intervals for means and paired tests between two runs.
 
+`paired` is the one place two runs' per-question values are joined: on question id, keeping the
+questions where both are defined (compare, check, the leaderboard's tests against its leader).
+
 Resampling is over questions (the unit a golden set samples) with a fixed seed, so the
 same inputs always give the same intervals and p-values.
 """
@@ -60,6 +63,12 @@ def holm(p_values: np.ndarray) -> np.ndarray:
     return out
 
 
+def paired(a: pd.Series, b: pd.Series) -> pd.DataFrame:
+    """Two per-question series (index qid) side by side as columns `a` and `b`, on the questions
+    both have where both values are defined (not NaN), in `a`'s order."""
+    return pd.concat([a, b], axis=1, keys=["a", "b"], join="inner").dropna()
+
+
 def compare(
     a: pd.DataFrame,
     b: pd.DataFrame,
@@ -75,14 +84,14 @@ def compare(
     (sign-flip) p-value and a paired-bootstrap p-value, each Holm-corrected across metrics."""
     rows = []
     for metric in metrics:
-        paired = pd.concat([a[metric], b[metric]], axis=1, keys=["a", "b"], join="inner").dropna()
-        delta = (paired["b"] - paired["a"]).to_numpy()
+        pair = paired(a[metric], b[metric])
+        delta = (pair["b"] - pair["a"]).to_numpy()
         rows.append(
             {
                 "metric": metric,
                 "n": len(delta),
-                "mean_a": paired["a"].mean(),
-                "mean_b": paired["b"].mean(),
+                "mean_a": pair["a"].mean(),
+                "mean_b": pair["b"].mean(),
                 "delta": delta.mean() if delta.size else np.nan,
                 **_paired_bootstrap(delta, confidence, n_resamples, seed),
                 "p_randomization": randomization_p(delta, n_resamples, seed),

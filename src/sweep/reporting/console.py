@@ -3,7 +3,6 @@ the abstention calibration's suggestion, and a sweep's leaderboard."""
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Sequence
 
@@ -15,8 +14,10 @@ from sweep.evaluation import Evaluation
 from sweep.evaluation.abstention import Calibration
 from sweep.evaluation.context import CONTEXT_N, PER_CUTOFF, PRECISION_OMEGA
 from sweep.evaluation.leaderboard import SweepResults
+from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE, BY_NAME, COSTS
 from sweep.evaluation.significance import bootstrap_ci
 from sweep.formats.golden import doc_grades
+from sweep.reporting.formatting import cost_in_column, is_missing, number, shortened
 
 
 def default_console() -> Console:
@@ -28,14 +29,12 @@ CELL_LIMIT = 300  # characters a table cell shows; the artifacts keep the whole 
 
 
 def _fmt(value: object) -> str:
-    if isinstance(value, float):
-        return "-" if math.isnan(value) else f"{value:.4f}"
-    return _cell(str(value))
+    return number(value) if isinstance(value, float) else _cell(str(value))
 
 
 def _cell(text: str) -> str:
     """At most CELL_LIMIT characters: laying out a megabyte question would stall the console."""
-    return text if len(text) <= CELL_LIMIT else f"{text[:CELL_LIMIT]}… ({len(text):,} characters)"
+    return shortened(text, CELL_LIMIT)
 
 
 def overall_table(evaluation: Evaluation, title: str = "Overall", n_resamples: int = 1000) -> Table:
@@ -159,18 +158,10 @@ def print_calibration(calibration: Calibration, console: Console | None = None) 
     at = calibration.at_suggested
     (console or default_console()).print(
         f"Abstention: suggested abstain.min_score={calibration.suggested!r} (balanced accuracy "
-        f"{calibration.balanced_accuracy:.3f}): unanswerable abstaining {at.get('abstain/correct_rate', float('nan')):.1%}, "
-        f"answerable abstaining {at.get('abstain/false_rate', float('nan')):.1%}, {calibration.metric} {at[calibration.metric]:.4f}",
+        f"{calibration.balanced_accuracy:.3f}): unanswerable abstaining {at.get(ABSTAIN_CORRECT, float('nan')):.1%}, "
+        f"answerable abstaining {at.get(ABSTAIN_FALSE, float('nan')):.1%}, {calibration.metric} {at[calibration.metric]:.4f}",
         soft_wrap=True,
     )
-
-
-COST_COLUMNS = {  # the leaderboard's cost columns: header, and the factor to that unit
-    "latency/search_ms_p50": ("p50 ms", 1.0),
-    "latency/search_ms_p95": ("p95 ms", 1.0),
-    "index/bytes": ("index MiB", 1 / 2**20),
-    "time/embed_s": ("embed s", 1.0),
-}
 
 
 def leaderboard_table(results: SweepResults) -> Table:
@@ -183,13 +174,13 @@ def leaderboard_table(results: SweepResults) -> Table:
         f"finds no difference at alpha {results.alpha})",
         title_justify="left",
     )
-    costs = [c for c in COST_COLUMNS if c in board.columns]
+    costs = [c for c in COSTS if c in board.columns]
     table.add_column("config", overflow="fold")
-    for header in (results.objective, "95% CI", "delta", "p (Holm)", "tied", *(COST_COLUMNS[c][0] for c in costs)):
+    for header in (results.objective, "95% CI", "delta", "p (Holm)", "tied", *(BY_NAME[c].header for c in costs)):
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("status")
     for row in board.to_dict("index").values():
-        scored = not math.isnan(row["mean"])
+        scored = not is_missing(row["mean"])
         table.add_row(
             _cell(str(row["config"])),
             _fmt(row["mean"]),
@@ -197,15 +188,10 @@ def leaderboard_table(results: SweepResults) -> Table:
             _fmt(row["delta"]),
             _fmt(row["p_holm"]),
             ("yes" if row["tied_with_best"] else "no") if scored else "-",
-            *(_number(row[c] * COST_COLUMNS[c][1]) for c in costs),
+            *(cost_in_column(c, row[c]) for c in costs),
             str(row["status"]),
         )
     return table
-
-
-def _number(value: float) -> str:
-    """A cost in 3 significant digits, `-` where it was not logged."""
-    return "-" if math.isnan(value) else f"{value:.3g}"
 
 
 def print_leaderboard(results: SweepResults, console: Console | None = None) -> None:

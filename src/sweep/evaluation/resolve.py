@@ -1,0 +1,88 @@
+"""Which logged evaluations `sweep.compare` and `sweep.check` compare: a run id, `best`, or a sweep.
+
+A run id is that run; `best` is the finished run with the best metric in the experiment
+(`sweep.best`'s winner; lowest where the registry says lower is better). A sweep's parent run id
+stands for its finished children: a sweep against a run compares each child with the run; two
+sweeps pair their children by their overrides (the same `sweep.overrides`, in any order, less
+`experiment=` and `cache_dir=`), and children with no partner are named on stderr and skipped.
+Every lookup goes through `sweep.tracking`; reading creates nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from sweep import tracking
+from sweep.errors import InputError
+from sweep.evaluation.registry import HEADLINE, lower_is_better
+from sweep.settings import override_key
+
+BEST = "best"
+UNPAIRED = ("experiment", "cache_dir")  # overrides that pairing children by overrides ignores
+
+
+def resolve(spec: str, label: str, metric: str, experiment: str) -> tracking.LoggedRun:
+    """`spec`: a run id, or `best` (the finished run with the best `metric` in `experiment`)."""
+    try:
+        if spec == BEST:
+            try:
+                spec = tracking.best_run(metric, experiment, maximize=not lower_is_better(metric)).run_id
+            except InputError as error:
+                raise InputError(f"{label} {BEST}: {error}") from None
+        return tracking.logged_run(spec)
+    except InputError as error:
+        raise InputError(error if str(error).startswith(f"{label} ") else f"{label}: {error}") from None
+
+
+def evaluations(run: tracking.LoggedRun) -> list[tracking.LoggedRun]:
+    """The runs that `run` stands for: itself, or a sweep's finished children."""
+    if not run.is_sweep:
+        return [run]
+    children = tracking.sweep_children(run.run_id)
+    finished = [c for c in children if c.status == "FINISHED"]
+    for child in children:
+        if child.status != "FINISHED":
+            print(
+                f"note: skipping {child.run_id} ({child.overrides}) of sweep {run.run_id}: {child.status}",
+                file=sys.stderr,
+            )
+    if not finished:
+        raise InputError(f"sweep {run.run_id} has no finished run")
+    return finished
+
+
+def _override_key(run: tracking.LoggedRun) -> tuple[str, ...]:
+    """What pairs two sweeps' children: their overrides in any order, less those that do not
+    change results (`experiment=`, `cache_dir=`)."""
+    return tuple(sorted(o for o in run.overrides.split() if override_key(o) not in UNPAIRED))
+
+
+def run_pairs(
+    a_spec: str,
+    b_spec: str,
+    metric: str = HEADLINE,
+    experiment: str = tracking.DEFAULT_EXPERIMENT,
+    labels: tuple[str, str] = ("A", "B"),
+) -> list[tuple[tracking.LoggedRun, tracking.LoggedRun]]:
+    """The (A, B) evaluations to compare: see the module's doc for what a sweep's id means."""
+    tracking.connect(create=False)  # no store, or one that cannot be reached: one line, unprefixed
+    a = resolve(a_spec, labels[0], metric, experiment)
+    b = resolve(b_spec, labels[1], metric, experiment)
+    a_runs, b_runs = evaluations(a), evaluations(b)
+    if not (a.is_sweep and b.is_sweep):
+        return [(x, y) for x in a_runs for y in b_runs]
+    by_key: dict[tuple[str, ...], tracking.LoggedRun] = {}
+    for run in a_runs:
+        by_key.setdefault(_override_key(run), run)
+    pairs = []
+    for run in b_runs:
+        partner = by_key.pop(_override_key(run), None)
+        if partner is None:
+            print(f"note: {run.run_id} ({run.overrides}) of {labels[1]} has no partner in {labels[0]}", file=sys.stderr)
+        else:
+            pairs.append((partner, run))
+    for run in by_key.values():
+        print(f"note: {run.run_id} ({run.overrides}) of {labels[0]} has no partner in {labels[1]}", file=sys.stderr)
+    if not pairs:
+        raise InputError(f"sweeps {a.run_id} and {b.run_id} have no configuration (overrides) in common")
+    return pairs

@@ -1,0 +1,72 @@
+"""How reports write numbers and long text: one place for decimals, costs, sizes and truncation.
+
+Used by the console tables, the HTML page, and the Markdown and text of `sweep.compare` and
+`sweep.check`. A value that is missing (None, NaN, infinite, not a number) is written as `missing`,
+"-" unless a caller says otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sweep.evaluation.registry import measure_of
+
+MISSING = "-"
+
+
+def is_missing(value: object) -> bool:
+    """None, NaN, an infinity, or something that is not a number."""
+    try:
+        return value is None or not math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return True
+
+
+def number(value: object, digits: int = 4, signed: bool = False, missing: str = MISSING) -> str:
+    """A statistic: `digits` decimals (4 by default), with its sign when `signed`."""
+    if is_missing(value):
+        return missing
+    return f"{float(value):+.{digits}f}" if signed else f"{float(value):.{digits}f}"
+
+
+def significant(value: object, digits: int = 3, missing: str = MISSING) -> str:
+    """`digits` significant digits (a cost in a narrow column)."""
+    return missing if is_missing(value) else f"{float(value):.{digits}g}"
+
+
+def size(value: object) -> str:
+    """Bytes in a binary unit (KiB = 1024 B)."""
+    if is_missing(value):
+        return MISSING
+    amount = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(amount) < 1024:
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1024
+    return f"{amount:.1f} TiB"
+
+
+def cost(name: str, value: object) -> str:
+    """A cost as the registry declares its unit: bytes in a binary unit, else 2 decimals."""
+    declared = measure_of(name)
+    return size(value) if declared is not None and declared.unit == "bytes" else number(value, 2)
+
+
+def cost_in_column(name: str, value: object) -> str:
+    """A cost in a narrow column (the console): 3 significant digits, bytes in MiB."""
+    declared = measure_of(name)
+    scale = 1 / 2**20 if declared is not None and declared.unit == "bytes" else 1.0
+    return MISSING if is_missing(value) else significant(float(value) * scale)
+
+
+def one_line(text: object) -> str:
+    """The text with every run of whitespace (newlines included) as one space."""
+    return " ".join(str(text).split())
+
+
+def shortened(text: str, limit: int, count: bool = True) -> str:
+    """At most `limit` characters and an ellipsis; with `count`, how long the whole text is. Laying
+    out a megabyte question would stall a console and swamp a page; the artifacts keep it whole."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text):,} characters)" if count else f"{text[:limit]}…"
