@@ -107,7 +107,7 @@ def context_tables(evaluation: Evaluation, worst: int = 5) -> list[Table]:
         frame_table(
             per_k,
             f"Context: the top k chunks of {int(mean[CONTEXT_N])} questions with evidence "
-            f"(precision_omega {mean[PRECISION_OMEGA]:.4f}: the ceiling this chunking allows)",
+            f"(precision_omega {number(mean[PRECISION_OMEGA])}: the ceiling this chunking allows)",
         )
     ]
     largest = context.cutoffs[-1]
@@ -159,7 +159,7 @@ def print_calibration(calibration: Calibration, console: Console | None = None) 
     (console or default_console()).print(
         f"Abstention: suggested abstain.min_score={calibration.suggested!r} (balanced accuracy "
         f"{calibration.balanced_accuracy:.3f}): unanswerable abstaining {at.get(ABSTAIN_CORRECT, float('nan')):.1%}, "
-        f"answerable abstaining {at.get(ABSTAIN_FALSE, float('nan')):.1%}, {calibration.metric} {at[calibration.metric]:.4f}",
+        f"answerable abstaining {at.get(ABSTAIN_FALSE, float('nan')):.1%}, {calibration.metric} {number(at[calibration.metric])}",
         soft_wrap=True,
     )
 
@@ -184,7 +184,7 @@ def leaderboard_table(results: SweepResults) -> Table:
         table.add_row(
             _cell(str(row["config"])),
             _fmt(row["mean"]),
-            f"{row['ci_low']:.4f}-{row['ci_high']:.4f}" if scored else "-",
+            f"{number(row['ci_low'])}-{number(row['ci_high'])}" if scored else "-",
             _fmt(row["delta"]),
             _fmt(row["p_holm"]),
             ("yes" if row["tied_with_best"] else "no") if scored else "-",

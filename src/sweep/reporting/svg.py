@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from sweep.reporting.formatting import shortened
+from sweep.reporting.formatting import number, shortened
 
 LABEL_LIMIT = 40  # characters of a configuration's label next to its point in the plot
 
@@ -115,8 +115,9 @@ def pareto_svg(points: Sequence[Point], objective: str) -> str:
         label_x, label_y = x + 9, label_position(x + 9, y + 15, len(label) * 6.2, placed)
         placed.append((label_x, label_x + len(label) * 6.2, label_y))
         classes = f"point {p.role}" + (" on-front" if p.on_front else "")
-        tip = f"{p.label}: {objective} {p.mean:.4f} [{p.low:.4f}, {p.high:.4f}], latency p50 {p.latency:.2f} ms" + (
-            ", on the Pareto front" if p.on_front else ""
+        tip = (
+            f"{p.label}: {objective} {number(p.mean)} [{number(p.low)}, {number(p.high)}], latency p50 {number(p.latency, 2)} ms"
+            + (", on the Pareto front" if p.on_front else "")
         )
         parts.append(
             f'<g class="configuration" data-run-id="{esc(p.run_id)}"><title>{esc(tip)}</title>'
