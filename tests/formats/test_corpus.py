@@ -134,7 +134,7 @@ def documents(tmp_path) -> Path:
 
 
 def test_folder_reads_every_kind_of_document_in_path_order(documents, caplog):
-    with caplog.at_level(logging.INFO, logger="sweep.formats.corpus"):
+    with caplog.at_level(logging.INFO, logger="sweep.formats.folder"):
         corpus = load_corpus(documents)
     assert [doc.id for doc in corpus] == [
         "finance/expenses.html",
@@ -242,17 +242,17 @@ def test_pdf_gives_its_text_and_metadata_title(documents):
 def test_unreadable_file_is_skipped_with_one_warning(tmp_path, caplog, relative, content, reason):
     write(tmp_path, "good.md", "fine\n")
     write(tmp_path, relative, content)
-    with caplog.at_level(logging.WARNING, logger="sweep.formats.corpus"):
+    with caplog.at_level(logging.WARNING, logger="sweep.formats.folder"):
         corpus = load_corpus(tmp_path)
     assert [doc.id for doc in corpus] == ["good.md"]
-    (warning,) = [r for r in caplog.records if r.name == "sweep.formats.corpus"]
+    (warning,) = [r for r in caplog.records if r.name == "sweep.formats.folder"]
     assert warning.levelno == logging.WARNING and str(tmp_path / relative) in warning.getMessage()
     assert re.search(reason, warning.getMessage())
 
 
 def test_front_matter_value_that_is_not_a_scalar_is_left_out_with_a_warning(tmp_path, caplog):
     write(tmp_path, "a.md", "---\ntags: [x, y]\nowner:\nyear: 2024\n---\ntext\n")
-    with caplog.at_level(logging.WARNING, logger="sweep.formats.corpus"):
+    with caplog.at_level(logging.WARNING, logger="sweep.formats.folder"):
         doc = load_corpus(tmp_path).by_id["a.md"]
     assert doc.metadata == {"path": "a.md", "year": 2024} and doc.content == "text\n"
     (warning,) = caplog.records

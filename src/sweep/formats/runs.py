@@ -1,7 +1,8 @@
 """Runs: what a retrieval system returned for each query, in rank order.
 
-A run read from a file is ordered as trec_eval orders it (score descending, then document
-id descending; the rank column is ignored). A run built by the pipeline keeps the
+A run read from a file (a TREC run, read by `sweep.formats.trec`, or JSON Lines, read here) is
+ordered as trec_eval orders it (score descending, then document id descending; the rank column
+is ignored). A run built by the pipeline keeps the
 retriever's order. Either way a document appears at most once per query.
 """
 
@@ -19,17 +20,9 @@ import numpy as np
 import pandas as pd
 
 from sweep.errors import InputError, where
-from sweep.formats.records import (
-    TREC_RUN_COLUMNS,
-    FirstSeen,
-    check_keys,
-    json_lines,
-    read_trec_run_columns,
-    repeats_within,
-    sniff,
-    text_lines,
-    trec_order,
-)
+from sweep.formats.columns import repeats_within, trec_order
+from sweep.formats.records import FirstSeen, check_keys, json_lines, sniff
+from sweep.formats.trec import read_run
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +88,7 @@ class Run:
         kind = sniff(path)
         if kind == "yaml":
             raise InputError(f"{path}: a run is a TREC run file or JSON Lines, not YAML")
-        reader = _read_jsonl if kind == "jsonl" else _read_trec
+        reader = _read_jsonl if kind == "jsonl" else read_run
         return cls.from_scored(reader(path), name=str(path))
 
     # ------------------------------------------------------------ views
@@ -170,71 +163,6 @@ def _drop_repeats(frame: pd.DataFrame, name: str) -> pd.DataFrame:
         int(repeated.sum()),
     )
     return frame[~repeated].reset_index(drop=True)
-
-
-def _read_trec(path: Path) -> pd.DataFrame:
-    """Fastest reader that accepts the file: pyarrow's multithreaded parser for single-delimited
-    files (the common case), pandas' C parser for runs of whitespace, and the line-by-line parser
-    for anything both reject, which either names the bad line or reads what trec_eval reads."""
-    columns = read_trec_run_columns(path)
-    if columns is not None:
-        return pd.DataFrame(
-            {name: pd.Categorical.from_codes(columns[name].codes, columns[name].values) for name in ("qid", "docid")}
-            | {"score": columns["score"]}
-        )
-    try:
-        frame = _read_trec_pandas(path)
-    except ValueError:  # pandas' ParserError and UnicodeDecodeError are ValueErrors
-        return _read_trec_lines(path)
-    if frame.empty:
-        raise InputError(f"{path}: empty file")
-    if frame.isna().any().any() or not np.isfinite(frame["score"]).all():
-        return _read_trec_lines(path)  # it names the line
-    return frame
-
-
-def _read_trec_pandas(path: Path) -> pd.DataFrame:
-    try:
-        return pd.read_csv(
-            path,
-            sep=r"\s+",
-            header=None,
-            names=TREC_RUN_COLUMNS,
-            usecols=["qid", "docid", "score", "tag"],
-            dtype={"qid": str, "docid": str, "tag": str, "score": float},  # str: "007" stays "007"
-            engine="c",
-            encoding="utf-8",
-        )
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{path}: empty file") from None
-
-
-def _read_trec_lines(path: Path) -> pd.DataFrame:
-    qids, docs, scores = [], [], []
-    for number, line in text_lines(path):
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) < len(TREC_RUN_COLUMNS):
-            raise InputError(
-                f"{where(path, number)}: expected 6 fields 'qid Q0 docid rank score tag', found {len(fields)}"
-            )
-        score = _number(fields[4], where(path, number))
-        if not np.isfinite(score):
-            raise InputError(f"{where(path, number)}: score is {fields[4]}; scores must be finite numbers")
-        qids.append(fields[0])
-        docs.append(fields[2])
-        scores.append(score)
-    if not qids:
-        raise InputError(f"{path}: empty file")
-    return pd.DataFrame({"qid": qids, "docid": docs, "score": scores})
-
-
-def _number(text: str, at: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise InputError(f"{at}: score {text!r} is not a number") from None
 
 
 def _read_jsonl(path: Path) -> pd.DataFrame:

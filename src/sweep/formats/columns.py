@@ -1,0 +1,149 @@
+"""Columns of large files: read by pyarrow's multithreaded parser, then ordered and checked with numpy.
+
+Nothing here imports pandas (`python -m sweep.evaluate` reads TREC files without it): only pyarrow
+calls that leave it unimported are used (`to_numpy`, for one, imports it). `sweep.formats.trec`
+reads TREC runs and qrels with `read_columns`; a file it does not read cleanly goes to that
+module's line-by-line reader, which reads what trec_eval reads or names the line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyarrow import csv as pa_csv
+
+
+@dataclass(frozen=True)
+class Strings:
+    """A column of strings as one integer code per row into its distinct strings (pyarrow's
+    dictionary encoding: each row is hashed once, in C++)."""
+
+    codes: np.ndarray  # int32
+    distinct: pa.StringArray  # in order of first appearance
+
+    @cached_property
+    def values(self) -> list[str]:
+        """The distinct strings, code by code."""
+        return self.distinct.to_pylist()
+
+    def sorted_codes(self) -> np.ndarray:
+        """The codes in the order of their strings: by code point, as trec_eval's strcmp orders UTF-8."""
+        return _numpy(pc.sort_indices(self.distinct), np.uint64).astype(np.int64)
+
+    def ranks(self, rows: np.ndarray) -> np.ndarray:
+        """Integers that order the strings at `rows` as `sorted_codes` does (only theirs are sorted)."""
+        codes, inverse = np.unique(self.codes[rows], return_inverse=True)
+        codes = codes.astype(np.int64)
+        strings = self.distinct.take(pa.Array.from_buffers(pa.int64(), len(codes), [None, pa.py_buffer(codes)]))
+        ranks = np.empty(len(codes), np.int64)
+        ranks[_numpy(pc.sort_indices(strings), np.uint64)] = np.arange(len(codes))
+        return ranks[inverse]
+
+    def take(self, rows: np.ndarray) -> Strings:
+        return Strings(self.codes[rows], self.distinct)
+
+    def to_numpy(self) -> np.ndarray:
+        """Every row's string, as a numpy array of Python strings (dtype object)."""
+        return np.array(self.values, dtype=object)[self.codes]
+
+
+def index_in(strings: pa.StringArray, among: pa.StringArray) -> np.ndarray:
+    """The position of each of `strings` in `among` (distinct strings), -1 where it is not:
+    pyarrow's hash join, a few times faster than hashing Python strings."""
+    found = pc.index_in(strings, value_set=among)
+    positions = _numpy(found, np.int32).astype(np.int64)
+    if found.null_count:
+        valid = np.unpackbits(
+            np.frombuffer(found.buffers()[0], np.uint8), count=found.offset + len(found), bitorder="little"
+        )
+        positions[valid[found.offset :] == 0] = -1
+    return positions
+
+
+def read_columns(
+    path: Path, names: Sequence[str], kinds: Mapping[str, str], delimiter: str
+) -> dict[str, Strings | np.ndarray] | None:
+    """The columns named in `kinds` ("string" or "float") of a file whose lines hold the fields
+    `names`, separated by single `delimiter`s; None when the file is anything else: another number
+    of fields on a line, runs of separators, a number that is not one or is not finite, an empty
+    string, bytes that are not UTF-8."""
+    try:
+        table = pa_csv.read_csv(
+            path,
+            read_options=pa_csv.ReadOptions(column_names=list(names)),
+            parse_options=pa_csv.ParseOptions(delimiter=delimiter, quote_char=False),  # trec_eval has no quoting
+            convert_options=pa_csv.ConvertOptions(
+                include_columns=list(kinds),
+                column_types={name: pa.string() if kind == "string" else pa.float64() for name, kind in kinds.items()},
+            ),
+        )
+    except pa.ArrowInvalid:  # wrong field counts, numbers that are not, invalid UTF-8
+        return None
+    if table.num_rows == 0 or any(column.null_count for column in table.columns):  # a number left out
+        return None
+    columns: dict[str, Strings | np.ndarray] = {}
+    for name, kind in kinds.items():
+        if kind == "float":
+            values = np.concatenate([_numpy(chunk, np.float64) for chunk in table[name].chunks])
+            if not np.isfinite(values).all():
+                return None
+            columns[name] = values
+            continue
+        encoded = pc.dictionary_encode(table[name].combine_chunks())
+        # an empty field is none to trec_eval, one holding other whitespace several
+        if pc.any(pc.match_substring_regex(encoded.dictionary, r"^$|[\s\v]")).as_py():
+            return None
+        columns[name] = Strings(_numpy(encoded.indices, np.int32), encoded.dictionary)
+    return columns
+
+
+def _numpy(array: pa.Array, dtype: type) -> np.ndarray:
+    """The values of a pyarrow array of fixed-width values, viewed as numpy (what is under a null
+    is undefined)."""
+    return np.frombuffer(array.buffers()[1], dtype)[array.offset : array.offset + len(array)]
+
+
+def trec_order(
+    query: np.ndarray, score: np.ndarray, doc_ranks: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray | None:
+    """Row order that puts each query's rows together, score descending, then document id
+    descending (trec_eval's order); None when the rows already are. `query` holds codes 0..n-1;
+    `doc_ranks(rows)` gives integers that order the document ids of `rows`.
+
+    Run files are usually written in rank order, so check that first: then only runs of tied
+    scores can be out of place, and only their documents need comparing."""
+    if len(query) == 0:
+        return None
+    same_query = query[1:] == query[:-1]
+    grouped = np.count_nonzero(~same_query) + 1 == np.count_nonzero(np.bincount(query))
+    if not (grouped and np.all((score[1:] <= score[:-1]) | ~same_query)):
+        return np.lexsort((-doc_ranks(np.arange(len(query))), -score, query))
+    tied = np.flatnonzero(same_query & (score[1:] == score[:-1])) + 1  # rows that tie the row before them
+    if len(tied) == 0:
+        return None
+    in_tie = np.zeros(len(query), bool)
+    in_tie[tied - 1] = in_tie[tied] = True
+    rows = np.flatnonzero(in_tie)
+    ties_previous = np.zeros(len(query), bool)
+    ties_previous[tied] = True
+    tie_group = np.cumsum(~ties_previous[rows])
+    in_order = rows[np.lexsort((-doc_ranks(rows), tie_group))]
+    if np.array_equal(in_order, rows):
+        return None
+    order = np.arange(len(query))
+    order[rows] = in_order
+    return order
+
+
+def repeats_within(group: np.ndarray, item: np.ndarray, n_items: int) -> bool:
+    """Whether an item occurs twice in one group. Fast when each group's rows are together, in
+    increasing group order, as in a run file: a stable sort (timsort) of such keys merges cheaply."""
+    key = group.astype(np.int64) * max(n_items, 1) + item
+    key.sort(kind="stable")
+    return bool(np.any(key[1:] == key[:-1]))

@@ -1,0 +1,321 @@
+"""Reading a folder of documents (`.md`, `.txt`, `.html`, `.pdf`) into a corpus, one document per file.
+
+The rules (ids, text and title per kind of file, metadata, unreadable files) are in `load_folder`'s
+docstring. A document from a folder is embedded as its text alone, so that character offsets into
+`Document.content` are offsets into the file's text.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import re
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from sweep.errors import InputError, where
+from sweep.formats.documents import SCALARS, Corpus, Document
+
+log = logging.getLogger(__name__)
+
+# what a folder of documents reads, by file extension (case-insensitive)
+FOLDER_FORMATS = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".html": "html",
+    ".htm": "html",
+    ".pdf": "pdf",
+}
+ID_SCHEMES = ("path", "stem")
+DEFAULT_FOLDER_KEYS = ("department",)
+
+
+def load_folder(folder: str | Path, *, ids: str = "path", folder_keys: Sequence[str] = DEFAULT_FOLDER_KEYS) -> Corpus:
+    """Read a folder of documents, one document per file.
+
+    Files: `.md`/`.markdown`, `.txt`, `.html`/`.htm` and `.pdf` (the extension in any case), found
+    recursively and read in the order of their path relative to `folder`. Hidden files and
+    folders (a name starting with `.`, such as `.git`) are skipped; files with any other
+    extension are ignored (counted in an info log line).
+
+    Ids: with `ids="path"` (the default), the path relative to `folder` with `/` separators
+    (`hr/leave.md`); with `ids="stem"`, the file name without its extension (`leave`), and two
+    files with the same stem are an error naming both.
+
+    Text and title, by kind of file:
+    - Markdown: the file's text decoded as UTF-8 and otherwise untouched (line endings, leading
+      and trailing whitespace included), less its YAML front matter. Front matter: a first line
+      `---` and a later line `---` (or `...`); what lies between is read as a YAML mapping into
+      the metadata, and the text starts after the closing line. A first line `---` with no
+      closing line is text. Title: the first level-1 ATX heading (`# Title`), else the first
+      ATX heading of any level, outside fenced code blocks; else none.
+    - Text: the file's decoded text, untouched; no title.
+    - HTML (UTF-8): the visible text (BeautifulSoup, `html.parser`) without script, style,
+      noscript, template and title elements: whitespace runs collapsed to one space (except in
+      `<pre>`), one line per block element (a blank line around paragraphs, headings, lists,
+      tables, sections, ...; a line break around divs, list items, table rows and at `<br>`; a
+      tab between table cells), runs of blank lines collapsed to one, the whole stripped.
+      Title: `<title>`.
+    - PDF: each page's text as pypdf extracts it, stripped, pages without text left out, the
+      rest joined with a blank line. Title: the PDF's `/Title` metadata, when present.
+    The title is not prepended to the text (`Document.prepend_title` is False): `content` is the
+    text, so character offsets into it are offsets into the file's decoded text (after the front
+    matter, for Markdown with front matter).
+
+    Metadata, later sources winning: `path`, the path relative to `folder`; the folder names,
+    the i-th folder level below `folder` going into `metadata[folder_keys[i]]` (the default
+    `("department",)` gives `hr/policies/leave.md` `department: hr`; deeper levels without a
+    key are not recorded); the front matter (overriding a folder name or the path is logged at
+    debug level). Front matter values must be scalars: strings, numbers and booleans; dates
+    become ISO strings (`2024-05-01`); any other value (list, mapping, null) is left out with
+    one warning naming the file and the keys.
+
+    Unreadable files are skipped, each with one warning naming the file and why: not UTF-8
+    (Markdown, text, HTML), front matter that is malformed YAML or not a mapping, a PDF pypdf
+    cannot parse or that is encrypted, no text (empty or whitespace only after extraction). A
+    folder without any readable file is an error.
+    """
+    folder = Path(folder)
+    ids, folder_keys = check_ids(ids), check_folder_keys(folder_keys)
+    if not folder.is_dir():
+        raise InputError(f"{folder}: no such folder")
+    found, ignored = _folder_files(folder)
+    if ids == "stem":
+        first: dict[str, str] = {}
+        for relative, _ in found:
+            stem = PurePosixPath(relative).stem
+            if stem in first:
+                raise InputError(
+                    f"{folder}: {first[stem]} and {relative} have the same document id {stem!r} (ids=stem); rename one or use ids=path"
+                )
+            first[stem] = relative
+    documents: list[Document] = []
+    for relative, file in found:
+        try:
+            text, title, front = _READERS[FOLDER_FORMATS[file.suffix.lower()]](file)
+            if not text.strip():
+                raise _Unreadable("no text (empty or whitespace only)")
+        except _Unreadable as why:
+            log.warning("%s: skipped: %s", where(file, why.line), why)
+            continue
+        metadata: dict[str, Any] = {"path": relative}
+        metadata.update(zip(folder_keys, PurePosixPath(relative).parts[:-1], strict=False))
+        for key, value in front.items():
+            if key in metadata and metadata[key] != value:
+                log.debug("%s: front matter %s=%r overrides %r", file, key, value, metadata[key])
+            metadata[key] = value
+        doc_id = relative if ids == "path" else PurePosixPath(relative).stem
+        documents.append(Document(doc_id, text, title, metadata, prepend_title=False))
+    skipped = len(found) - len(documents)
+    others = ", ".join(f"{suffix} {count}" for suffix, count in sorted(ignored.items()))
+    log.info(
+        "%s: %d documents; %d unreadable files skipped; %d files with other extensions ignored%s",
+        folder, len(documents), skipped, ignored.total(), f" ({others})" if others else "",
+    )  # fmt: skip
+    if not documents:
+        detail = f" ({skipped} unreadable, see the warnings)" if skipped else ""
+        raise InputError(f"{folder}: no readable .md/.txt/.html/.pdf files{detail}")
+    return Corpus(tuple(documents), source=str(folder))
+
+
+def check_ids(ids: Any) -> str:
+    if not isinstance(ids, str) or ids not in ID_SCHEMES:
+        raise InputError(f"ids={ids!r}: expected one of {', '.join(map(repr, ID_SCHEMES))}")
+    return ids
+
+
+def check_folder_keys(keys: Any) -> tuple[str, ...]:
+    if isinstance(keys, str) or not isinstance(keys, Sequence) or not all(isinstance(k, str) and k for k in keys):
+        raise InputError(f"folder_keys={keys!r}: expected a list of metadata field names, such as ['department']")
+    return tuple(keys)
+
+
+class _Unreadable(Exception):
+    """Why a file of a folder is skipped; `line` where the reason has one."""
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        super().__init__(reason)
+        self.line = line
+
+
+def _folder_files(folder: Path) -> tuple[list[tuple[str, Path]], Counter[str]]:
+    """(relative path, path) of every file to read, in order; the count of others by extension."""
+    found: list[tuple[str, Path]] = []
+    ignored: Counter[str] = Counter()
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [name for name in dirs if not name.startswith(".")]
+        for name in files:
+            if name.startswith("."):
+                continue
+            file = Path(root, name)
+            suffix = file.suffix.lower()
+            if suffix in FOLDER_FORMATS:
+                found.append((file.relative_to(folder).as_posix(), file))
+            else:
+                ignored[suffix or "(no extension)"] += 1
+    found.sort(key=lambda item: item[0])
+    return found, ignored
+
+
+def _utf8(file: Path) -> str:
+    try:
+        raw = file.read_bytes()
+    except OSError as error:
+        raise _Unreadable(f"cannot read it ({error.strerror or error})") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _Unreadable(f"not UTF-8 text (byte 0x{raw[error.start]:02x} at offset {error.start})") from None
+
+
+# --- Markdown
+
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_ATX_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
+
+
+def _markdown(file: Path) -> tuple[str, str, dict[str, Any]]:
+    front, text = _front_matter(_utf8(file), file)
+    return text, _markdown_title(text), front
+
+
+def _front_matter(raw: str, file: Path) -> tuple[dict[str, Any], str]:
+    """(metadata, the text after it) for a file with front matter; ({}, raw) for one without."""
+    if not raw.startswith("---"):
+        return {}, raw
+    lines = raw.splitlines(keepends=True)
+    if lines[0].rstrip() != "---":
+        return {}, raw
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
+    if end is None:
+        return {}, raw
+    try:
+        data = yaml.safe_load("".join(lines[1:end]))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise _Unreadable(
+            f"malformed YAML front matter ({problem})", line=mark.line + 2 if mark is not None else None
+        ) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise _Unreadable(f"the front matter is a YAML {type(data).__name__}, not a mapping of keys to values")
+    metadata: dict[str, Any] = {}
+    dropped = []
+    for key, value in data.items():
+        if isinstance(value, datetime.date):
+            value = value.isoformat()
+        if isinstance(value, SCALARS):
+            metadata[str(key)] = value
+        else:
+            dropped.append(repr(str(key)))
+    if dropped:
+        log.warning(
+            "%s: front matter %s left out of the metadata (not a string, number, boolean or date)",
+            file, ", ".join(dropped),
+        )  # fmt: skip
+    return metadata, "".join(lines[end + 1 :])
+
+
+def _markdown_title(text: str) -> str:
+    """The first level-1 ATX heading, else the first ATX heading, outside fenced code; else ""."""
+    first = ""
+    fence = ""
+    for line in text.splitlines():
+        opening = _FENCE.match(line)
+        if fence:
+            if opening and opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence):
+                if not line[opening.end() :].strip():
+                    fence = ""
+            continue
+        if opening:
+            fence = opening.group(1)
+            continue
+        heading = _ATX_HEADING.fullmatch(line)
+        if heading and (heading.group(2) or "").strip():
+            if len(heading.group(1)) == 1:
+                return heading.group(2).strip()
+            first = first or heading.group(2).strip()
+    return first
+
+
+def _text(file: Path) -> tuple[str, str, dict[str, Any]]:
+    return _utf8(file), "", {}
+
+
+# --- HTML
+
+_INVISIBLE = ["script", "style", "noscript", "template", "title"]
+_PARAGRAPHS = {
+    "p", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "ul", "ol", "dl", "table", "section",
+    "article", "header", "footer", "nav", "aside", "main", "figure", "form", "fieldset", "address", "hr", "details",
+}  # fmt: skip
+_LINES = {"div", "li", "dt", "dd", "tr", "br", "caption", "figcaption", "summary", "legend", "thead", "tbody", "tfoot"}
+_CELLS = {"td", "th"}
+_SPACES = re.compile(r"\s+")
+# what an element ends with, before `get_text`: a paragraph break, a line break, a table cell
+_PARAGRAPH, _LINE, _CELL = "\x1d", "\x1e", "\x1f"
+_BREAKS = re.compile(r"\s*[\x1d\x1e\x1f][\s\x1d\x1e\x1f]*")
+_BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
+
+
+def _html(file: Path) -> tuple[str, str, dict[str, Any]]:
+    from bs4 import BeautifulSoup, NavigableString
+
+    soup = BeautifulSoup(_utf8(file), "html.parser")
+    title = " ".join(soup.title.get_text().split()) if soup.title else ""
+    for tag in soup.find_all(_INVISIBLE):
+        tag.decompose()
+    for string in soup.find_all(string=True):
+        if type(string) is NavigableString:
+            text = re.sub(r"[\x1d\x1e\x1f]", " ", string)
+            string.replace_with(text if string.find_parent("pre") else _SPACES.sub(" ", text))
+    for tag in soup.find_all(True):
+        mark = _PARAGRAPH if tag.name in _PARAGRAPHS else _LINE if tag.name in _LINES else None
+        if mark:
+            tag.insert_before(mark)
+            tag.insert_after(mark)
+        elif tag.name in _CELLS:
+            tag.insert_after(_CELL)
+
+    def brk(run: re.Match) -> str:
+        marks = run.group()
+        return "\n\n" if _PARAGRAPH in marks else "\n" if _LINE in marks else "\t"
+
+    text = _BREAKS.sub(brk, soup.get_text())
+    return _BLANK_LINES.sub("\n\n", text).strip(), title, {}
+
+
+# --- PDF
+
+
+def _pdf(file: Path) -> tuple[str, str, dict[str, Any]]:
+    from pypdf import PdfReader
+
+    try:
+        reader = PdfReader(file)
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise _Unreadable("encrypted PDF")
+        pages = [(page.extract_text() or "").strip() for page in reader.pages]
+        title = reader.metadata.title if reader.metadata is not None else None
+    except _Unreadable:
+        raise
+    except Exception as error:  # pypdf raises many kinds on a damaged file
+        message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise _Unreadable(
+            f"pypdf cannot parse it ({type(error).__name__}{': ' + message if message else ''})"
+        ) from None
+    text = "\n\n".join(page for page in pages if page)
+    if not text:
+        raise _Unreadable("no extractable text (a scanned PDF?)")
+    return text, " ".join(title.split()) if isinstance(title, str) else "", {}
+
+
+_READERS = {"markdown": _markdown, "text": _text, "html": _html, "pdf": _pdf}

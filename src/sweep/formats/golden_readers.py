@@ -1,0 +1,254 @@
+"""Golden-set readers, one per format: JSON Lines, YAML, TREC qrels, a BEIR folder and Chroma's chunking benchmark.
+
+Each returns the golden set and, where the format has them, the line of each question (for error
+messages). Every problem raises `InputError` naming the file, the line where there is one, and
+the problem. `sweep.formats.golden.load_golden` picks the reader.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Collection, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from sweep.errors import InputError, where
+from sweep.formats.evidence import Span, evidence_item, parse_evidence
+from sweep.formats.golden_set import GoldenSet, Question
+from sweep.formats.records import (
+    MAX_GRADE,
+    UNTYPED,
+    FirstSeen,
+    check_keys,
+    identifier,
+    json_lines,
+    not_utf8,
+)
+from sweep.formats.trec import read_beir_qrels, read_qrels
+
+_QUESTION_KEYS = {"id", "question", "type", "relevant", "evidence", "filters", "tags", "metadata"}
+CHUNKING_EVAL_QUESTIONS = "questions_df.csv"  # Chroma's chunking benchmark: this file + corpora/*.md
+
+# ---------------------------------------------------------------- JSONL and YAML
+
+
+def read_jsonl(path: Path) -> tuple[GoldenSet, dict[str, int]]:
+    return questions_from_records(path, json_lines(path))
+
+
+def read_yaml(path: Path) -> tuple[GoldenSet, dict[str, int]]:
+    try:
+        loader = yaml.SafeLoader(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
+    try:
+        root = loader.get_single_node()
+        if isinstance(root, yaml.MappingNode):  # {questions: [...]}
+            root = next((v for k, v in root.value if k.value == "questions"), None)
+        if not isinstance(root, yaml.SequenceNode):
+            raise InputError(f"{path}: expected a list of questions (or a 'questions:' list)")
+        records = [(node.start_mark.line + 1, loader.construct_object(node, deep=True)) for node in root.value]
+    except yaml.MarkedYAMLError as error:
+        line = error.problem_mark.line + 1 if error.problem_mark else None
+        raise InputError(f"{where(path, line)}: malformed YAML ({error.problem})") from None
+    finally:
+        loader.dispose()
+    return questions_from_records(path, records)
+
+
+def questions_from_records(path: Path, records: Iterable[tuple[int, Any]]) -> tuple[GoldenSet, dict[str, int]]:
+    questions: list[Question] = []
+    lines = FirstSeen()
+    for number, record in records:
+        question = _parse_question(record, where(path, number))
+        lines.add(question.id, path, number, "question id")
+        questions.append(question)
+    if not questions:
+        raise InputError(f"{path}: empty file (no questions)")
+    return GoldenSet(tuple(questions), source=str(path)), lines
+
+
+def _parse_question(record: Any, at: str) -> Question:
+    if not isinstance(record, dict):
+        raise InputError(f"{at}: expected an object with 'id', 'question' and 'relevant', got {type(record).__name__}")
+    qid = identifier(record.get("id"), at, "'id'")
+    check_keys(record, _QUESTION_KEYS, at, f"question {qid!r}")
+    for key, expected in (
+        ("relevant", "a mapping of document to grade or a list of documents ({} for an unanswerable question)"),
+        ("filters", "a mapping of field to value (or leave the key out)"),
+        ("tags", "a list of strings (or leave the key out)"),
+        ("metadata", "a mapping (or leave the key out)"),
+    ):
+        if key in record and record[key] is None:
+            raise InputError(f"{at}: question {qid!r} has {key}: null; expected {expected}")
+    text = record.get("question")
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(f"{at}: question {qid!r} has no 'question' text")
+    if "relevant" not in record:
+        raise InputError(f"{at}: question {qid!r} has no 'relevant' (use {{}} for an unanswerable question)")
+    qtype = record.get("type", UNTYPED)
+    if not isinstance(qtype, str) or not qtype:
+        raise InputError(f"{at}: question {qid!r} has 'type' {qtype!r}; expected a non-empty string")
+    filters = record.get("filters", {})
+    if not isinstance(filters, dict):
+        raise InputError(f"{at}: question {qid!r} has 'filters' that is not a mapping of field to value")
+    tags = record.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise InputError(f"{at}: question {qid!r} has 'tags' that is not a list of strings")
+    metadata = record.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise InputError(f"{at}: question {qid!r} has 'metadata' that is not a mapping")
+    relevant = _relevance(record["relevant"], at, qid)
+    return Question(
+        id=qid,
+        question=text,
+        relevant=relevant,
+        type=qtype,
+        filters=filters,
+        tags=tuple(tags),
+        metadata=metadata,
+        evidence=parse_evidence(record.get("evidence", {}), relevant, at, qid),
+    )
+
+
+def _relevance(value: Any, at: str, qid: str) -> dict[str, int]:
+    if isinstance(value, list):  # a list of ids means grade 1 each
+        value = {identifier(doc, at, "relevant document id"): 1 for doc in value}
+    if not isinstance(value, dict):
+        raise InputError(f"{at}: question {qid!r} has 'relevant' of type {type(value).__name__}; expected a mapping")
+    relevant: dict[str, int] = {}
+    for doc, grade in value.items():
+        doc = identifier(doc, at, "relevant document id")
+        whole = isinstance(grade, int) or isinstance(grade, float) and grade.is_integer()  # 2.0 is 2; inf, nan are not
+        if isinstance(grade, bool) or not whole:
+            raise InputError(f"{at}: question {qid!r}: grade of {doc!r} is {grade!r}; expected an integer")
+        if not 0 <= grade <= MAX_GRADE:
+            raise InputError(f"{at}: question {qid!r}: grade of {doc!r} is {grade}; grades go from 0 to {MAX_GRADE}")
+        relevant[doc] = int(grade)
+    return relevant
+
+
+# ---------------------------------------------------------------- TREC qrels and BEIR
+
+
+def read_trec_qrels(path: Path) -> tuple[GoldenSet, dict[str, int]]:
+    """`qid iteration docid grade`, whitespace separated; negative grades mean not relevant."""
+    return _from_judgments(path, read_qrels(path)), {}
+
+
+def _from_judgments(path: Path, frame: pd.DataFrame) -> GoldenSet:
+    duplicated = frame.duplicated(["qid", "docid"])
+    if duplicated.any():
+        row = frame[duplicated].iloc[0]
+        raise InputError(f"{path}: document {row.docid!r} is judged twice for query {row.qid!r}")
+    frame = frame.sort_values("qid", kind="stable")
+    qids = frame["qid"].to_numpy()
+    starts = np.flatnonzero(np.r_[True, qids[1:] != qids[:-1]])
+    groups = zip(
+        qids[starts],
+        np.split(frame["docid"].to_numpy(), starts[1:]),
+        np.split(frame["grade"].to_numpy(), starts[1:]),
+    )
+    questions = tuple(
+        Question(id=qid, question="", relevant=dict(zip(docs.tolist(), grades.tolist())))
+        for qid, docs, grades in groups
+    )
+    golden = GoldenSet(questions, source=str(path))
+    golden.__dict__["judgments"] = frame.reset_index(drop=True)  # prime the cache: same rows, no rebuild
+    return golden
+
+
+def read_beir(folder: Path, split: str, corpus_ids: Collection[str] | None) -> tuple[GoldenSet, Collection[str]]:
+    """`corpus.jsonl`, `queries.jsonl`, `qrels/<split>.tsv`; only queries in the split's qrels."""
+    qrels_path = folder / "qrels" / f"{split}.tsv"
+    for required in (folder / "queries.jsonl", qrels_path):
+        if not required.is_file():
+            raise InputError(f"{required}: missing (a BEIR folder has corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
+    judged = _from_judgments(qrels_path, read_beir_qrels(qrels_path))
+    queries = folder / "queries.jsonl"
+    texts: dict[str, tuple[str, dict]] = {}
+    for number, record in json_lines(queries):
+        record = _object(record, where(queries, number))
+        texts[identifier(record.get("_id"), where(queries, number), "'_id'")] = (
+            record.get("text", ""),
+            record.get("metadata") or {},
+        )
+    questions = []
+    for q in judged:
+        if q.id not in texts:
+            raise InputError(f"{qrels_path}: query {q.id!r} is not in {folder / 'queries.jsonl'}")
+        text, metadata = texts[q.id]
+        qtype = metadata.get("type", UNTYPED) if isinstance(metadata, dict) else UNTYPED
+        questions.append(Question(id=q.id, question=text, relevant=q.relevant, type=str(qtype), metadata=metadata))
+    if corpus_ids is None and (folder / "corpus.jsonl").is_file():
+        corpus_ids = _beir_corpus_ids(folder / "corpus.jsonl")
+    return GoldenSet(tuple(questions), source=str(qrels_path)), corpus_ids
+
+
+def _beir_corpus_ids(path: Path) -> set[str]:
+    return {
+        identifier(_object(record, where(path, number)).get("_id"), where(path, number), "'_id'")
+        for number, record in json_lines(path)
+    }
+
+
+def _object(record: Any, at: str) -> dict:
+    if not isinstance(record, dict):
+        raise InputError(f"{at}: expected a JSON object")
+    return record
+
+
+# ---------------------------------------------------------------- Chroma's chunking benchmark
+
+
+def read_chunking_eval(path: Path) -> tuple[GoldenSet, dict[str, int]]:
+    """`questions_df.csv` (columns question, references, corpus_id): question ids are the 0-based
+    row numbers, the type is the corpus, and every reference `{"content", "start_index",
+    "end_index"}` is a span (with its text) of the corpus document whose id is `corpus_id`."""
+    questions, lines = [], {}
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = {"question", "references", "corpus_id"}.difference(reader.fieldnames or ())
+            if missing:
+                raise InputError(f"{where(path, 1)}: missing column(s) {', '.join(sorted(missing))}")
+            first_line = reader.line_num + 1
+            for row_number, row in enumerate(reader):
+                at = where(path, first_line)
+                qid, corpus_id = str(row_number), identifier(row["corpus_id"], at, "corpus_id")
+                spans = tuple(_reference(item, at) for item in _json_list(row["references"], at))
+                if not (row["question"] or "").strip():
+                    raise InputError(f"{at}: row {qid} has no question")
+                questions.append(
+                    Question(qid, row["question"], {corpus_id: 1}, type=corpus_id, evidence={corpus_id: spans})
+                )
+                lines[qid], first_line = first_line, reader.line_num + 1
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
+    except csv.Error as error:
+        raise InputError(f"{where(path, reader.line_num)}: malformed CSV ({error})") from None
+    if not questions:
+        raise InputError(f"{path}: no questions")
+    return GoldenSet(tuple(questions), source=str(path)), lines
+
+
+def _json_list(text: str | None, at: str) -> list:
+    try:
+        value = json.loads(text or "")
+    except json.JSONDecodeError as error:
+        raise InputError(f"{at}: references are not JSON ({error.msg})") from None
+    if not isinstance(value, list) or not value:
+        raise InputError(f"{at}: references must be a non-empty JSON list")
+    return value
+
+
+def _reference(item: Any, at: str) -> Span:
+    if not isinstance(item, dict) or not {"content", "start_index", "end_index"} <= item.keys():
+        raise InputError(f"{at}: a reference must be an object with content, start_index and end_index")
+    span = {"start": item["start_index"], "end": item["end_index"], "text": item["content"]}
+    return evidence_item(span, at, "reference")

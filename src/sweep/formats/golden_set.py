@@ -1,0 +1,141 @@
+"""The golden set in memory: questions with graded relevance labels (and evidence), as the metrics read them.
+
+Problems with the set itself (a repeated question id, a label for a document the corpus does not
+have) raise `InputError`; size and balance problems are only warnings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sweep.errors import InputError, where
+from sweep.formats.evidence import Evidence
+from sweep.formats.records import UNTYPED, warn_if_unbalanced
+
+
+@dataclass(frozen=True)
+class Question:
+    """One golden question. `relevant` maps document id to grade (>= 1 relevant, 0 judged
+    not relevant; TREC qrels may also carry negative grades, which count as not relevant)."""
+
+    id: str
+    question: str
+    relevant: Mapping[str, int]
+    type: str = UNTYPED
+    filters: Mapping[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    evidence: Evidence = field(default_factory=dict)  # resolved: merged, sorted spans per document
+
+    @property
+    def answerable(self) -> bool:
+        """Unanswerable questions have no document with grade >= 1."""
+        return any(grade >= 1 for grade in self.relevant.values())
+
+    @property
+    def evidence_chars(self) -> int:
+        """How many characters of evidence the question has (resolved spans)."""
+        return sum(len(span) for spans in self.evidence.values() for span in spans)
+
+
+@dataclass(frozen=True)
+class GoldenSet:
+    questions: tuple[Question, ...]
+    source: str = "<memory>"
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for q in self.questions:
+            if q.id in seen:
+                raise InputError(f"{self.source}: duplicate question id {q.id!r}")
+            seen.add(q.id)
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+    def __iter__(self) -> Iterator[Question]:
+        return iter(self.questions)
+
+    @cached_property
+    def by_id(self) -> dict[str, Question]:
+        return {q.id: q for q in self.questions}
+
+    @cached_property
+    def ids(self) -> pd.Index:
+        return pd.Index([q.id for q in self.questions], dtype=object, name="qid")
+
+    @cached_property
+    def judgments(self) -> pd.DataFrame:
+        """One row per judged (question, document): columns qid, docid, grade."""
+        rows = [(q.id, doc, grade) for q in self.questions for doc, grade in q.relevant.items()]
+        frame = pd.DataFrame(rows, columns=["qid", "docid", "grade"])
+        return frame.astype({"qid": object, "docid": object, "grade": np.int64})
+
+    @cached_property
+    def questions_frame(self) -> pd.DataFrame:
+        """Question-level facts indexed by qid: type, answerable, question text."""
+        return pd.DataFrame(
+            {
+                "type": [q.type for q in self.questions],
+                "answerable": [q.answerable for q in self.questions],
+                "question": [q.question for q in self.questions],
+            },
+            index=self.ids,
+        )
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per type, answerable vs unanswerable, and labels per question."""
+        relevant_counts = np.array([sum(g >= 1 for g in q.relevant.values()) for q in self])
+        answerable = relevant_counts > 0
+        per_type: dict[str, dict[str, int]] = {}
+        for q, has_answer in zip(self.questions, answerable):
+            counts = per_type.setdefault(q.type, {"questions": 0, "answerable": 0, "unanswerable": 0})
+            counts["questions"] += 1
+            counts["answerable" if has_answer else "unanswerable"] += 1
+        labelled = relevant_counts[answerable]
+        return {
+            "questions": len(self),
+            "answerable": int(answerable.sum()),
+            "unanswerable": int((~answerable).sum()),
+            "unanswerable_share": float((~answerable).mean()) if len(self) else 0.0,
+            "with_filters": sum(bool(q.filters) for q in self),
+            "with_evidence": self.with_evidence,
+            "per_type": dict(sorted(per_type.items())),
+            "relevant_per_question": {
+                "mean": float(labelled.mean()) if labelled.size else 0.0,
+                "min": int(labelled.min()) if labelled.size else 0,
+                "max": int(labelled.max()) if labelled.size else 0,
+            },
+            "judgments": int(sum(len(q.relevant) for q in self)),
+        }
+
+    @cached_property
+    def with_evidence(self) -> int:
+        return sum(bool(q.evidence) for q in self.questions)
+
+    def check_corpus(self, corpus_ids: Collection[str], lines: Mapping[str, int] | None = None) -> None:
+        """Fail on the first relevant document id that the corpus does not have."""
+        known = corpus_ids if isinstance(corpus_ids, (set, frozenset, dict)) else set(corpus_ids)
+        for q in self.questions:
+            for doc in q.relevant:
+                if doc not in known:
+                    line = (lines or {}).get(q.id)
+                    raise InputError(
+                        f"{where(self.source, line)}: question {q.id!r} labels document {doc!r}, "
+                        "which is not in the corpus"
+                    )
+
+    def warn_if_unbalanced(self) -> None:
+        warn_if_unbalanced(self.source, len(self), sum(not q.answerable for q in self.questions))
+
+
+def doc_grades(labels: Mapping[str, int] | Iterable[tuple[str, int]]) -> str:
+    """`doc:grade, doc:grade` for labels given as {doc: grade} or as (doc, grade) pairs."""
+    pairs = labels.items() if isinstance(labels, Mapping) else labels
+    return ", ".join(f"{doc}:{grade}" for doc, grade in pairs)
