@@ -29,8 +29,8 @@ from sweep.arguments import add_common_options
 from sweep.errors import InputError, exit_2_on_bad_input
 from sweep.evaluation.comparison import compare_runs, gate
 from sweep.evaluation.registry import HEADLINE
-from sweep.evaluation.resolve import run_pairs
 from sweep.reporting.comparison import gate_lines
+from sweep.tracking.resolve import run_pairs
 
 EXIT_REGRESSED = 1
 SHOWN = 50  # regressed questions printed per comparison by default

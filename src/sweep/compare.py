@@ -24,7 +24,7 @@ runs (1 / its `mrr`). Resampling is seeded: the same runs give the same interval
 The comparison is logged as artifacts of B: `compare/<A's run id>.md` and `.json`.
 
 The statistics are `sweep.evaluation.comparison` (`compare_runs` from Python), the runs' lookup
-`sweep.evaluation.resolve`, the Markdown and JSON `sweep.reporting.comparison`.
+`sweep.tracking.resolve`, the Markdown and JSON `sweep.reporting.comparison`.
 """
 
 from __future__ import annotations
@@ -36,15 +36,12 @@ import sys
 from collections.abc import Sequence
 
 from sweep import tracking
-from sweep.arguments import add_common_options, metric_list, positive_int
+from sweep.arguments import add_common_options, metric_list
 from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.evaluation.comparison import FLIP_AT, Comparison, compare_runs, paired_table
-from sweep.evaluation.registry import HEADLINE, lower_is_better
-from sweep.evaluation.resolve import run_pairs
+from sweep.evaluation.comparison import FLIP_AT, compare_runs
+from sweep.evaluation.registry import HEADLINE
 from sweep.reporting.comparison import comparison_json, comparison_markdown
-
-# the names other modules and scripts imported from here before the split
-__all__ = ["Comparison", "compare_runs", "lower_is_better", "main", "paired_table", "positive_int", "run_pairs"]
+from sweep.tracking.resolve import run_pairs
 
 
 def _parser() -> argparse.ArgumentParser:

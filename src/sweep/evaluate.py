@@ -25,14 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.evaluation.measures import DEFAULT_METRICS, valid_names
+from sweep.evaluation.registry import DEFAULT_METRICS, valid_names
 from sweep.evaluation.trec_columns import Scores, score_columns
 from sweep.formats.trec import Qrels, TrecRun, may_be_trec_run, qrels_columns, run_columns
 
 if TYPE_CHECKING:
     from sweep.evaluation import Evaluation
-
-read_qrels, read_trec_run = qrels_columns, run_columns  # the names tests/evaluation/test_fast_scoring.py imports
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -17,9 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweep.evaluate import Scores, evaluate, read_qrels, read_trec_run, score_trec, to_json
+from sweep.evaluate import Scores, evaluate, score_trec, to_json
 from sweep.evaluation.measures import RankedJudgments
-from sweep.formats.records import trec_order
+from sweep.formats.columns import trec_order
+from sweep.formats.trec import qrels_columns, run_columns
 
 METRICS = "recall_at_2,precision_at_3,hit_at_1,mrr,mrr_at_2,ndcg,ndcg_at_3,map,map_at_2,r_precision"
 doc_ids = st.sampled_from([f"d{i}" for i in range(1, 16)] + ["D1", "a", "zz", "007"])  # "d10" < "d9"
@@ -49,7 +50,7 @@ def args(qrels: Path, run: Path, **options) -> argparse.Namespace:
 
 def both_paths(qrels: Path, run: Path, **options) -> tuple[dict, dict]:
     """(fast path's JSON, pandas path's JSON), per question and per type included."""
-    fast = score_trec(read_qrels(qrels), read_trec_run(run), args(qrels, run, **options))
+    fast = score_trec(qrels_columns(qrels), run_columns(run), args(qrels, run, **options))
     slow = Scores.of(evaluate(args(qrels, run, **options)))
     return to_json(fast, True, True), to_json(slow, True, True)
 
@@ -84,7 +85,7 @@ def test_the_fast_path_gives_exactly_what_the_pandas_path_gives(files, level, ga
 def test_a_run_the_column_reader_does_not_take_goes_through_pandas(tmp_path, run_text, why):
     run = tmp_path / "run.trec"
     run.write_text(run_text)
-    assert read_trec_run(run) is None, why
+    assert run_columns(run) is None, why
 
 
 @pytest.mark.parametrize(
@@ -99,7 +100,7 @@ def test_a_run_the_column_reader_does_not_take_goes_through_pandas(tmp_path, run
 def test_qrels_the_column_reader_does_not_take_go_through_pandas(tmp_path, qrels_text, why):
     qrels = tmp_path / "qrels.txt"
     qrels.write_text(qrels_text)
-    assert read_qrels(qrels) is None, why
+    assert qrels_columns(qrels) is None, why
 
 
 def test_trec_order_is_trec_evals_order():

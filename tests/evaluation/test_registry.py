@@ -9,7 +9,7 @@ import pytest
 
 from helpers.data import ranked
 from helpers.logged import BROKEN, golden, rankings
-from sweep.evaluation import measures, score
+from sweep.evaluation import score
 from sweep.evaluation.context import context_metric_names
 from sweep.evaluation.registry import (
     COSTS,
@@ -58,16 +58,6 @@ def test_costs_labels_and_the_leaderboards_columns():
     assert is_cost("context/tokens_at_3") and not is_cost("ndcg_at_10")
     assert label("ndcg_at_10") == "nDCG@10" and label("mrr") == "MRR" and label("index/bytes") == "index size"
     assert label("something/else") == "something/else"
-
-
-def test_the_moved_names_are_still_importable_from_measures():
-    from sweep.evaluation.measures import DEFAULT_METRICS as moved
-    from sweep.evaluation.measures import Metric, select_metrics
-
-    assert moved == DEFAULT_METRICS and Metric.parse("ndcg_at_10").k == 10
-    assert select_metrics("mrr,abstain/false_rate", has_unanswerable=True)[1] == ("abstain/false_rate",)
-    with pytest.raises(AttributeError):
-        measures.nothing_here  # noqa: B018
 
 
 def test_pairing_aligns_on_question_id_and_keeps_the_questions_both_define():

@@ -1,10 +1,10 @@
-"""One place for writing numbers and long text: reporting/formatting.py."""
+"""One place for writing numbers (reporting/formatting.py)."""
 
 from __future__ import annotations
 
 import math
 
-from sweep.reporting.formatting import cost, cost_in_column, is_missing, number, one_line, shortened, significant, size
+from sweep.reporting.formatting import cost, cost_in_column, is_missing, number, significant, size
 
 
 def test_numbers_and_what_is_missing():
@@ -20,10 +20,3 @@ def test_costs_by_their_declared_unit():
     assert cost("index/bytes", 1024) == "1.0 KiB" and cost("latency/search_ms_p50", 12.5) == "12.50"
     assert cost_in_column("index/bytes", 2**21) == "2" and cost_in_column("time/embed_s", 1.2345) == "1.23"
     assert cost_in_column("latency/search_ms_p95", math.nan) == "-"
-
-
-def test_text_on_one_line_and_shortened():
-    assert one_line("a\n  b\tc ") == "a b c"
-    assert shortened("abc", 3) == "abc"
-    assert shortened("abcdef", 3) == "abc… (6 characters)" and shortened("abcdef", 3, count=False) == "abc…"
-    assert shortened("x" * 2000, 10).endswith("(2,000 characters)")

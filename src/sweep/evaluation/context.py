@@ -1,7 +1,7 @@
 """Context metrics: how much of a question's evidence its top-k chunks deliver, and at what cost.
 
 Computed on characters with the definitions of Chroma's chunking study (`base_evaluation.py`;
-../shared/data/chunking_eval/SOURCE.md), per question, over the top k chunks after filter and
+data/chunking_eval/README.md), per question, over the top k chunks after filter and
 reranker (before they collapse to documents). With E the question's evidence (characters per
 document), R_1..R_k the chunks delivered, and C = ∪(R_i ∩ E) the evidence they cover:
 

@@ -27,19 +27,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GAINS = ("linear", "exponential")
-# declared in sweep.evaluation.registry (which imports this module's functions); still importable from here
-_REGISTERED = (
-    "ABSTAIN_CORRECT", "ABSTAIN_FALSE", "ABSTAIN_METRICS", "DEFAULT_METRICS", "FAMILIES", "Family", "Metric",
-    "parse_metrics", "select_metrics", "valid_names",
-)  # fmt: skip
-
-
-def __getattr__(name: str):
-    if name in _REGISTERED:
-        from sweep.evaluation import registry
-
-        return getattr(registry, name)
-    raise AttributeError(f"module 'sweep.evaluation.measures' has no attribute {name!r}")
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ from sweep.evaluation.measures import (
     warn_unknown_queries,
 )
 from sweep.evaluation.registry import ABSTAIN_METRICS, HEADLINE, select_metrics
+from sweep.formats.columns import index_in
 from sweep.formats.golden import GoldenSet
-from sweep.formats.records import index_in
 from sweep.formats.runs import Run
 
 

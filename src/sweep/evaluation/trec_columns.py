@@ -17,10 +17,10 @@ from sweep.evaluation.measures import (
     abstention_rates,
     answerable_means,
     metric_values,
-    select_metrics,
     type_means,
     warn_unknown_queries,
 )
+from sweep.evaluation.registry import select_metrics
 from sweep.formats.columns import index_in
 from sweep.formats.records import UNTYPED, warn_if_unbalanced
 from sweep.formats.trec import Qrels, TrecRun

@@ -56,6 +56,7 @@ from sweep.errors import (
     raise_on_signal,
     report_bad_input,
 )
+from sweep.evaluation.registry import ABSTAIN_CORRECT, LATENCY
 from sweep.experiment.trial import RESUME, Trial, build_pipeline, check_settings, run_trial
 from sweep.reporting.console import default_console, print_calibration, print_evaluation, print_leaderboard, print_lines
 from sweep.reporting.html import render as render_report
@@ -64,7 +65,7 @@ from sweep.settings import override_key, unknown_key
 log = logging.getLogger("sweep")
 CONSOLE = default_console()
 EXIT_FAILED = 1  # a sweep in which some combination failed, or that could not open its parent run
-SHOWN = ("recall_at_5", "mrr", "abstain/correct_rate", "latency/search_ms_p50")  # besides the objective
+SHOWN = ("recall_at_5", "mrr", ABSTAIN_CORRECT, LATENCY)  # besides the objective
 
 
 def is_multirun() -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 
 from sweep.errors import InputError
 from sweep.formats.records import check_keys, identifier
+from sweep.text import shortened
 
 _SPAN_KEYS = ("start", "end", "text")
 
@@ -121,7 +122,7 @@ def _occurrences(content: str, excerpt: str) -> list[tuple[int, int]]:
 
 def _excerpt(text: str, limit: int = 60) -> str:
     """The start of a (possibly long) excerpt, quoted, for an error message."""
-    return repr(text if len(text) <= limit else text[:limit] + "…")
+    return repr(shortened(text, limit, count=False))
 
 
 def merge_spans(spans: Iterable[Span]) -> tuple[Span, ...]:

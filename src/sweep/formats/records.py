@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from sweep.errors import InputError, where
-from sweep.formats.columns import index_in as index_in  # imported from here by sweep.evaluation.scoring
-from sweep.formats.columns import trec_order as trec_order  # and by tests/evaluation/test_fast_scoring.py
 
 log = logging.getLogger(__name__)
 

@@ -34,6 +34,7 @@ from sweep.formats.corpus import Corpus, load_corpus
 from sweep.formats.golden import GoldenSet, load_golden
 from sweep.formats.runs import Run
 from sweep.labelling.queue import Candidate, Chunk, Header, write_queue
+from sweep.text import listed
 
 LATEST = "latest"  # a sweep given as `latest`: the sweep started last
 SHOWN = 10  # question ids the summary names at most, per line
@@ -94,19 +95,14 @@ class Pool:
             lines.append(
                 f"candidates: {total} for {len(counts)} questions: mean {statistics.fmean(counts.values()):.1f}, "
                 f"median {statistics.median(counts.values()):g}, max {counts[most]} ({most}); "
-                f"{len(without)} questions with none" + (f" ({_some(without)})" if without else "")
+                f"{len(without)} questions with none" + (f" ({listed(without, SHOWN)})" if without else "")
             )
         if self.not_pooled:
             lines.append(
                 f"{len(self.not_pooled)} questions are not in these runs (added since?) and were not pooled: "
-                + _some(self.not_pooled)
+                + listed(self.not_pooled, SHOWN)
             )
         return lines
-
-
-def _some(qids: Sequence[str]) -> str:
-    """The first SHOWN ids, comma-separated, with `…` when there are more."""
-    return ", ".join(qids[:SHOWN]) + (" …" if len(qids) > SHOWN else "")
 
 
 def runs_to_pool(

@@ -128,9 +128,9 @@ def run_labels(runs: Sequence[Any]) -> dict[str, str]:
     command line); the run id's start when nothing is left."""
     runs = [r for r in runs if isinstance(r, dict)]
     words = [str(r.get("overrides") or "").split() for r in runs]
-    shared = set.intersection(*map(set, words)) if len(words) > 1 else set()
+    common = set.intersection(*map(set, words)) if len(words) > 1 else set()
     return {
-        str(r.get("run_id")): " ".join(w for w in run_words if w not in shared) or str(r.get("run_id"))[:8]
+        str(r.get("run_id")): " ".join(w for w in run_words if w not in common) or str(r.get("run_id"))[:8]
         for r, run_words in zip(runs, words)
     }
 

@@ -15,6 +15,7 @@ from sweep.formats.golden import RECOMMENDED_UNANSWERABLE_SHARE, GoldenSet, Ques
 from sweep.labelling.changes import UNANSWERABLE, marked_unanswerable, status
 from sweep.labelling.queue import Candidate, Queue
 from sweep.labelling.store import version
+from sweep.text import single_line
 
 SEARCH_RESULTS = 10
 SNIPPET = 160  # characters of a search result's text
@@ -133,5 +134,5 @@ class Search:
         content, lowered = document.content, document.content.lower()
         hits = [hit for hit in (lowered.find(term) for term in terms) if hit >= 0]
         start = max(0, min(hits) - SNIPPET // 3) if hits else 0
-        snippet = " ".join(content[start : start + SNIPPET].split())
+        snippet = single_line(content[start : start + SNIPPET])
         return {"doc": document.id, "title": document.title, "snippet": ("…" if start else "") + snippet + "…"}

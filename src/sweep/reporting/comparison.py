@@ -15,7 +15,8 @@ import pandas as pd
 
 from sweep.evaluation.comparison import COLUMNS, Comparison, Gate, regressed
 from sweep.evaluation.registry import lower_is_better
-from sweep.reporting.formatting import number, one_line, shortened
+from sweep.reporting.formatting import number
+from sweep.text import shortened, single_line
 
 CELL_LIMIT = 200  # characters of a question a Markdown cell or a check line shows
 DASH = "–"  # a missing value in Markdown
@@ -135,7 +136,7 @@ def _rank(rank: int | None) -> str:
 
 def _md(text: Any) -> str:
     """A Markdown table cell: one line, pipes escaped, at most CELL_LIMIT characters."""
-    return shortened(one_line(text).replace("|", "\\|"), CELL_LIMIT, count=False)
+    return shortened(single_line(text).replace("|", "\\|"), CELL_LIMIT, count=False)
 
 
 # ---------------------------------------------------------------- sweep.check's lines
@@ -180,5 +181,5 @@ def question_line(loss: dict[str, Any]) -> str:
     ranks = ""
     if loss["rank_a"] is not None or loss["rank_b"] is not None:
         ranks = f", first relevant rank {loss['rank_a'] or 'none'} -> {loss['rank_b'] or 'none'}"
-    text = shortened(one_line(loss["question"]), CELL_LIMIT, count=False)
+    text = shortened(single_line(loss["question"]), CELL_LIMIT, count=False)
     return f"  {loss['qid']} [{loss['type']}] {number(loss['a'])} -> {number(loss['b'])}{ranks}: {text}"

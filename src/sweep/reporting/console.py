@@ -17,7 +17,8 @@ from sweep.evaluation.leaderboard import SweepResults
 from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE, BY_NAME, COSTS
 from sweep.evaluation.significance import bootstrap_ci
 from sweep.formats.golden import doc_grades
-from sweep.reporting.formatting import cost_in_column, is_missing, number, shortened
+from sweep.reporting.formatting import cost_in_column, is_missing, number
+from sweep.text import shortened
 
 
 def default_console() -> Console:

@@ -1,4 +1,4 @@
-"""How reports write numbers and long text: one place for decimals, costs, sizes and truncation.
+"""How reports write numbers: one place for decimals, costs and sizes (long text: `sweep.text`).
 
 Used by the console tables, the HTML page, and the Markdown and text of `sweep.compare` and
 `sweep.check`. A value that is missing (None, NaN, infinite, not a number) is written as `missing`,
@@ -57,16 +57,3 @@ def cost_in_column(name: str, value: object) -> str:
     declared = measure_of(name)
     scale = 1 / 2**20 if declared is not None and declared.unit == "bytes" else 1.0
     return MISSING if is_missing(value) else significant(float(value) * scale)
-
-
-def one_line(text: object) -> str:
-    """The text with every run of whitespace (newlines included) as one space."""
-    return " ".join(str(text).split())
-
-
-def shortened(text: str, limit: int, count: bool = True) -> str:
-    """At most `limit` characters and an ellipsis; with `count`, how long the whole text is. Laying
-    out a megabyte question would stall a console and swamp a page; the artifacts keep it whole."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… ({len(text):,} characters)" if count else f"{text[:limit]}…"

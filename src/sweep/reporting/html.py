@@ -27,8 +27,9 @@ import pandas as pd
 
 from sweep.evaluation.leaderboard import SweepResults
 from sweep.evaluation.registry import BY_NAME, COSTS, LATENCY
-from sweep.reporting.formatting import cost, is_missing, number, shortened
+from sweep.reporting.formatting import cost, is_missing, number
 from sweep.reporting.svg import Point, esc, pareto_marked, pareto_svg
+from sweep.text import shortened
 
 WORST_QUESTIONS = 10
 TEXT_LIMIT = 300  # characters of a question shown; a megabyte question would swamp the page

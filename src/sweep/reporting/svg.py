@@ -11,7 +11,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from sweep.reporting.formatting import number, shortened
+from sweep.reporting.formatting import number
+from sweep.text import shortened
 
 LABEL_LIMIT = 40  # characters of a configuration's label next to its point in the plot
 

@@ -32,7 +32,7 @@ class EmbeddingCache:
     the temporary files of writers killed before their rename, and the lock files of `claimed`, are
     removed once they are `ABANDONED_AFTER_S` old (a write takes well under a second, a shard
     seconds to minutes). Entries get the permissions the
-    umask gives a new file, as any other, so a cache folder can be shared. A folder that cannot
+    umask gives a new file, as any other, so one cache folder can serve several users. A folder that cannot
     hold the cache is an error when the cache is made, before any embedding."""
 
     ABANDONED_AFTER_S = 3600

@@ -20,13 +20,13 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from sweep.errors import InputError
+from sweep.evaluation.registry import CHEAPEST_BY
 from sweep.tracking.legacy import current_targets
 from sweep.tracking.reading import LoggedRun, as_logged, no_progress_bar
 from sweep.tracking.store import DEFAULT_EXPERIMENT, NOT_SUPERSEDED, RUN_ID, existing_experiment_id, search_pages
 from sweep.tracking.sweeps import build_results
 
 AMONG = ("best", "tied")  # the single best value, or the cheapest of those tied with it
-CHEAPEST_BY = "latency/search_ms_p50"
 _METRIC_NAME = re.compile(r"[A-Za-z0-9_\-./: ]+")
 
 

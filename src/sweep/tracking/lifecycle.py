@@ -18,6 +18,7 @@ from typing import Any
 import mlflow
 
 from sweep.errors import Interrupted, interruption, one_line, raise_if_interrupted
+from sweep.text import shortened
 from sweep.tracking.store import connect, use_experiment
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ def trial_run(experiment: str, name: str, tags: Mapping[str, str] | None = None)
 def run_name(words: str) -> str:
     """`words` as a run name any store takes: at most `MAX_RUN_NAME` characters, an ellipsis where
     it was cut (the `sweep.overrides` tag keeps all of them)."""
-    return words if len(words) <= MAX_RUN_NAME else words[: MAX_RUN_NAME - 1] + "…"
+    return shortened(words, MAX_RUN_NAME - 1, count=False)
 
 
 @contextmanager

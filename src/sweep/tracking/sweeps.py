@@ -24,7 +24,7 @@ import pandas as pd
 
 from sweep.errors import InputError, Interrupted
 from sweep.evaluation.leaderboard import ConfigRun, SweepResults, build
-from sweep.evaluation.scoring import HEADLINE
+from sweep.evaluation.registry import HEADLINE
 from sweep.tracking.legacy import legacy_targets
 from sweep.tracking.lifecycle import PARENT_RUN, kill_orphans, process_tags, run_name
 from sweep.tracking.logger import loggable

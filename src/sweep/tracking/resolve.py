@@ -5,40 +5,42 @@ A run id is that run; `best` is the finished run with the best metric in the exp
 stands for its finished children: a sweep against a run compares each child with the run; two
 sweeps pair their children by their overrides (the same `sweep.overrides`, in any order, less
 `experiment=` and `cache_dir=`), and children with no partner are named on stderr and skipped.
-Every lookup goes through `sweep.tracking`; reading creates nothing.
+Reading creates nothing.
 """
 
 from __future__ import annotations
 
 import sys
 
-from sweep import tracking
 from sweep.errors import InputError
 from sweep.evaluation.registry import HEADLINE, lower_is_better
 from sweep.settings import override_key
+from sweep.tracking.best import best_run
+from sweep.tracking.reading import LoggedRun, logged_run, sweep_children
+from sweep.tracking.store import DEFAULT_EXPERIMENT, connect
 
 BEST = "best"
 UNPAIRED = ("experiment", "cache_dir")  # overrides that pairing children by overrides ignores
 
 
-def resolve(spec: str, label: str, metric: str, experiment: str) -> tracking.LoggedRun:
+def resolve(spec: str, label: str, metric: str, experiment: str) -> LoggedRun:
     """`spec`: a run id, or `best` (the finished run with the best `metric` in `experiment`)."""
     try:
         if spec == BEST:
             try:
-                spec = tracking.best_run(metric, experiment, maximize=not lower_is_better(metric)).run_id
+                spec = best_run(metric, experiment, maximize=not lower_is_better(metric)).run_id
             except InputError as error:
                 raise InputError(f"{label} {BEST}: {error}") from None
-        return tracking.logged_run(spec)
+        return logged_run(spec)
     except InputError as error:
         raise InputError(error if str(error).startswith(f"{label} ") else f"{label}: {error}") from None
 
 
-def evaluations(run: tracking.LoggedRun) -> list[tracking.LoggedRun]:
+def evaluations(run: LoggedRun) -> list[LoggedRun]:
     """The runs that `run` stands for: itself, or a sweep's finished children."""
     if not run.is_sweep:
         return [run]
-    children = tracking.sweep_children(run.run_id)
+    children = sweep_children(run.run_id)
     finished = [c for c in children if c.status == "FINISHED"]
     for child in children:
         if child.status != "FINISHED":
@@ -51,7 +53,7 @@ def evaluations(run: tracking.LoggedRun) -> list[tracking.LoggedRun]:
     return finished
 
 
-def _override_key(run: tracking.LoggedRun) -> tuple[str, ...]:
+def _override_key(run: LoggedRun) -> tuple[str, ...]:
     """What pairs two sweeps' children: their overrides in any order, less those that do not
     change results (`experiment=`, `cache_dir=`)."""
     return tuple(sorted(o for o in run.overrides.split() if override_key(o) not in UNPAIRED))
@@ -61,17 +63,17 @@ def run_pairs(
     a_spec: str,
     b_spec: str,
     metric: str = HEADLINE,
-    experiment: str = tracking.DEFAULT_EXPERIMENT,
+    experiment: str = DEFAULT_EXPERIMENT,
     labels: tuple[str, str] = ("A", "B"),
-) -> list[tuple[tracking.LoggedRun, tracking.LoggedRun]]:
+) -> list[tuple[LoggedRun, LoggedRun]]:
     """The (A, B) evaluations to compare: see the module's doc for what a sweep's id means."""
-    tracking.connect(create=False)  # no store, or one that cannot be reached: one line, unprefixed
+    connect(create=False)  # no store, or one that cannot be reached: one line, unprefixed
     a = resolve(a_spec, labels[0], metric, experiment)
     b = resolve(b_spec, labels[1], metric, experiment)
     a_runs, b_runs = evaluations(a), evaluations(b)
     if not (a.is_sweep and b.is_sweep):
         return [(x, y) for x in a_runs for y in b_runs]
-    by_key: dict[tuple[str, ...], tracking.LoggedRun] = {}
+    by_key: dict[tuple[str, ...], LoggedRun] = {}
     for run in a_runs:
         by_key.setdefault(_override_key(run), run)
     pairs = []
