@@ -4,6 +4,11 @@ They implement `Retriever` like the dense retriever does: (scores, chunk ids), b
 id -1 past the last match. A chunk that shares no term with the query scores 0 and is
 not a match, so a query with no overlap at all gets an empty result. Scoring is exhaustive,
 so a restricted search is always exact.
+
+BM25's defaults are those of MTEB's `baseline-bm25s` (bm25s's own BEIR baseline): bm25s's
+tokenizer (lowercase words of 2+ characters), English stop words, PyStemmer's Snowball `english`
+stemmer, `lucene` scoring with k1 1.5 and b 0.75 (bm25s's defaults, as `bm25s.BM25()` builds it).
+Questions are tokenized exactly as the chunks are.
 """
 
 from __future__ import annotations
@@ -11,14 +16,16 @@ from __future__ import annotations
 import time
 from abc import abstractmethod
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
+import Stemmer
 
 from sweep.retrieval.base import Retriever
 from sweep.settings import OneOf, Range, checked
 
 BM25_METHODS = ("robertson", "atire", "bm25l", "bm25+", "lucene")
+STEMMERS = tuple(Stemmer.algorithms())  # PyStemmer's Snowball stemmers: english, porter, french, ...
 
 
 def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -60,33 +67,50 @@ class LexicalRetriever(Retriever):
 
 @checked("model")
 class BM25Retriever(LexicalRetriever):
+    """BM25 over the chunk texts (bm25s). `stemmer`: a PyStemmer Snowball stemmer (`english`,
+    `porter`, `french`, ...; null: words as they are); `stopwords`: `en` drops bm25s's English
+    stop words (null: none); `method`: bm25s's variant (`lucene`, `robertson`, `atire`, `bm25l`,
+    `bm25+`); `k1`, `b`: term-frequency saturation and length normalisation; `delta`: the floor
+    `bm25l` and `bm25+` add (the others ignore it). The defaults reproduce MTEB's `baseline-bm25s`."""
+
     def __init__(
         self,
         k1: Annotated[float, Range(0)] = 1.5,
         b: Annotated[float, Range(0, 1)] = 0.75,
         method: Annotated[str, OneOf(BM25_METHODS)] = "lucene",
         stopwords: Annotated[str | None, OneOf(("en",))] = "en",
+        stemmer: Annotated[str | None, OneOf(STEMMERS)] = "english",
+        delta: Annotated[float, Range(0)] = 0.5,
     ) -> None:
-        self.k1, self.b, self.method, self.stopwords = k1, b, method, stopwords
+        self.k1, self.b, self.method, self.delta = k1, b, method, delta
+        self.stopwords, self.stemmer = stopwords, stemmer
+
+    def tokenize(self, texts: Sequence[str], return_ids: bool = True) -> Any:
+        """bm25s's tokens of `texts`, stop words dropped and words stemmed as configured: the same
+        for the chunks (`return_ids`: bm25s's Tokenized, for indexing) and the questions (lists of
+        strings)."""
+        import bm25s
+
+        stemmer = Stemmer.Stemmer(self.stemmer) if self.stemmer else None
+        return bm25s.tokenize(
+            list(texts), stopwords=self.stopwords, stemmer=stemmer, return_ids=return_ids, show_progress=False
+        )
 
     def _index(self, texts: Sequence[str]) -> None:
         import bm25s
 
         self.n_chunks = len(texts)
-        self.model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
-        self.model.index(
-            bm25s.tokenize(list(texts), stopwords=self.stopwords, show_progress=False), show_progress=False
-        )
+        self.model = bm25s.BM25(k1=self.k1, b=self.b, delta=self.delta, method=self.method)
+        self.model.index(self.tokenize(texts), show_progress=False)
 
     def search(
         self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
-        import bm25s
-
-        tokens = bm25s.tokenize(list(queries), stopwords=self.stopwords, return_ids=False, show_progress=False)
-        scores = (
-            np.stack([self.model.get_scores(query) for query in tokens]) if tokens else np.zeros((0, self.n_chunks))
-        )
+        tokens = self.tokenize(queries, return_ids=False)
+        scores = np.zeros((len(tokens), self.n_chunks))
+        for row, query in enumerate(tokens):
+            if query:  # a question of stop words only has no tokens left: it matches nothing
+                scores[row] = self.model.get_scores(query)
         return _matches(scores, k, allowed)
 
 
