@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from helpers.paths import CHUNKING_EVAL, KB
 from sweep.errors import InputError
+from sweep.evaluation.context import score_contexts
 from sweep.formats.corpus import Corpus, Document
 from sweep.retrieval.chunking import (
     Chunk,
@@ -23,6 +24,9 @@ from sweep.retrieval.chunking import (
     SentenceChunker,
     TokenChunker,
 )
+from sweep.retrieval.chunking.base import CONTEXTS
+from sweep.retrieval.lexical import BM25Retriever
+from sweep.retrieval.pipeline import Pipeline
 
 TEXT = " ".join(f"word{i}" for i in range(120))  # a few hundred MiniLM tokens
 STRATEGIES = {
@@ -256,7 +260,7 @@ def test_markdown_sections_carry_their_heading_path():
     assert "# not a heading" in install.text  # inside its section: code is no heading
     assert install.embedded_text == "Guide > Install\n\n" + install.text
     assert chunks[0].embedded_text == chunks[0].text  # no prefix, nothing added
-    bare = make("markdown", 200, heading_prefix=False).split(corpus)
+    bare = make("markdown", 200, context="none").split(corpus)
     assert [(c.start, c.end) for c in bare] == [(c.start, c.end) for c in chunks]
     assert all(c.prefix == "" and c.embedded_text == c.text for c in bare)
 
@@ -435,3 +439,103 @@ def test_bad_sizes(size, overlap, message):
         TokenChunker(size, overlap)
     with pytest.raises(InputError, match="chunking.overlap=32: must be smaller than chunk=16"):
         TokenChunker(16)  # the default overlap needs chunks longer than 32 tokens
+
+
+# ------------------------------------------------------------------ context (`chunking.context`)
+
+GUIDE = "Intro line.\n\n# Guide\n\nRead this first.\n\n## Install\n\n" + " ".join(
+    f"Step {n} of the install is done." for n in range(12)
+)
+
+
+def spans_of(chunks: list[Chunk]) -> list[tuple]:
+    return [(c.doc_id, c.index, c.start, c.end, c.text, c.n_tokens) for c in chunks]
+
+
+@pytest.mark.parametrize("kind", list(STRATEGIES))
+def test_context_changes_the_prefix_only_never_the_spans(kind):
+    corpus = Corpus((Document("guide", GUIDE, "User guide", prepend_title=False), Document("kb", TEXT, "Title")))
+    size = 24
+    by_context = {context: make(kind, size, context=context).split(corpus) for context in CONTEXTS}
+    reference = spans_of(by_context["none"])
+    for context, chunks in by_context.items():
+        assert spans_of(chunks) == reference, context
+        assert all(c.embedded_text == (f"{c.prefix}\n\n{c.text}" if c.prefix else c.text) for c in chunks)
+    assert all(c.prefix == "" for c in by_context["none"])
+    guide = [c for c in by_context["title+heading"] if c.doc_id == "guide"]
+    for plain, titled, headed, both in zip(*(by_context[c] for c in CONTEXTS)):
+        doc = corpus.by_id[plain.doc_id]
+        path = _heading_path_at(doc.content, plain.start) if doc.id == "guide" else ""
+        title = "" if plain.text.lstrip("# ").startswith(doc.title) else doc.title
+        assert titled.prefix == title
+        assert headed.prefix == path
+        assert both.prefix == " > ".join(p for p in (title, path) if p)
+    assert any(c.prefix == "User guide > Guide > Install" for c in guide)
+
+
+def _heading_path_at(content: str, position: int) -> str:
+    """GUIDE's heading path at a character position, by hand."""
+    if position >= content.index("## Install"):
+        return "Guide > Install"
+    return "Guide" if position >= content.index("# Guide") else ""
+
+
+def test_title_is_left_out_where_the_chunk_already_begins_with_it():
+    corpus = Corpus((Document("kb", TEXT, "Annual leave"),))  # content: the title, a blank line, the text
+    chunks = make("tokens", 32, context="title").split(corpus)
+    assert chunks[0].text.startswith("Annual leave") and chunks[0].prefix == ""
+    assert len(chunks) > 2 and all(c.prefix == "Annual leave" for c in chunks[1:])
+    assert chunks[1].embedded_text == "Annual leave\n\n" + chunks[1].text
+
+
+def test_title_and_heading_path_are_not_repeated():
+    corpus = Corpus((Document("guide", GUIDE, "Guide", prepend_title=False),))
+    chunks = make("markdown", 200, context="title+heading").split(corpus)
+    assert [c.prefix for c in chunks] == ["Guide", "Guide", "Guide > Install"]  # the path starts with the title
+
+
+def test_whole_documents_get_a_title_but_no_heading_path():
+    corpus = Corpus((Document("guide", GUIDE, "User guide", prepend_title=False), Document("kb", TEXT, "Title")))
+    for kind in ("tokens", "markdown"):
+        whole = {c: make(kind, 0, context=c).split(corpus) for c in CONTEXTS}
+        assert [c.prefix for c in whole["heading"]] == ["", ""]  # a whole document holds every heading
+        assert [c.prefix for c in whole["title"]] == ["User guide", ""]  # kb's content starts with its title
+        assert [c.prefix for c in whole["title+heading"]] == ["User guide", ""]
+
+
+def test_markdown_keeps_its_heading_path_by_default_and_others_have_none():
+    assert make("markdown", 200).context == "heading"
+    assert all(make(kind, 200).context == "none" for kind in FAST if kind != "markdown")
+    corpus = Corpus((Document("d", MARKDOWN),))
+    assert make("markdown", 200).split(corpus) == make("markdown", 200, context="heading").split(corpus)
+
+
+@pytest.mark.parametrize("kind", list(STRATEGIES))
+def test_context_is_checked(kind):
+    with pytest.raises(InputError, match=re.escape("chunking.context='summary': must be one of none, title, heading")):
+        STRATEGIES[kind](64, context="summary")
+
+
+def test_a_run_with_title_context_scores_its_context_metrics_on_the_same_spans(small_kb):
+    """What changes is what the retriever sees (the title before each chunk); the evidence-based
+    context metrics are computed on the chunks' character spans, the same as without context."""
+    corpus, golden = small_kb
+    runs = {
+        context: Pipeline(make("tokens", 64, context=context), BM25Retriever()).retrieve(corpus, golden)
+        for context in ("none", "title")
+    }
+    none, title = runs["none"].chunks, runs["title"].chunks
+    assert spans_of(none) == spans_of(title)
+    assert sum(c.prefix != "" for c in title) > len(corpus)  # most chunks carry their title
+    assert runs["none"].results.rankings() != runs["title"].results.rankings()  # and retrieval saw it
+    contexts = runs["title"].contexts
+    scored = score_contexts(golden, contexts, title, corpus)
+    on_plain_spans = score_contexts(golden, contexts, none, corpus)
+    assert len(scored.frame) > 0 and scored.frame.equals(on_plain_spans.frame)
+    assert scored.missing == on_plain_spans.missing
+    delivered = runs["title"].delivered_chunks()
+    assert all(
+        (hit["doc"], hit["start"], hit["end"]) in {(c.doc_id, c.start, c.end) for c in none}
+        for hits in delivered.values()
+        for hit in hits
+    )

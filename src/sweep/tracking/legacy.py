@@ -6,6 +6,12 @@ the `sweep.config_digest` tag, which is computed over the config). Those classes
 subpackages (`sweep.retrieval.index.HNSWIndex`). `current_targets` rewrites a logged config so that
 it can be instantiated again (`sweep.best`); `legacy_targets` writes a config the old way, whose
 digest is what an old run of the same combination was tagged with (a resumed sweep, `earlier_runs`).
+
+Settings added to an option since (`ADDED_SETTINGS`: BM25's stemmer, every chunker's context)
+are absent from those configs. `current_targets` gives an old config
+each one's value that does what the run did without it (BM25 without stemming, no context), so
+`sweep.best` rebuilds what was measured; `legacy_targets` leaves a setting out where it has that
+value, so the digest still matches the old run's, and keeps it where it has another (a new combination).
 """
 
 from __future__ import annotations
@@ -36,6 +42,14 @@ LEGACY_MODULES = {
 LEGACY_CLASSES = {
     "sweep.embed.EmbeddingCache": "sweep.retrieval.cache.EmbeddingCache",
 }
+# settings added since those runs: current target -> {setting: the value that does what the runs did without it}
+_CHUNKERS = ("TokenChunker", "RecursiveChunker", "SentenceChunker", "SemanticChunker")
+ADDED_SETTINGS: dict[str, dict[str, Any]] = {
+    "sweep.retrieval.lexical.BM25Retriever": {"stopwords": "en", "stemmer": None, "delta": 0.5},
+    **{f"sweep.retrieval.chunking.{name}": {"context": "none"} for name in _CHUNKERS},
+}
+# MarkdownChunker's `heading_prefix` (true/false) is now its `context` (heading/none)
+MARKDOWN = "sweep.retrieval.chunking.MarkdownChunker"
 _CURRENT_MODULES = {current: legacy for legacy, current in LEGACY_MODULES.items()}
 _CURRENT_CLASSES = {current: legacy for legacy, current in LEGACY_CLASSES.items()}
 
@@ -57,13 +71,51 @@ def legacy_target(target: str) -> str:
 
 
 def current_targets(config: Any) -> Any:
-    """`config` (a resolved config: dicts, lists and values) with every `_target_` as it reads now."""
-    return _rewritten(config, current_target)
+    """`config` (a resolved config: dicts, lists and values) with every `_target_` as it reads now,
+    and the settings added since with the values that do what it did (`ADDED_SETTINGS`)."""
+    return _each_node(_rewritten(config, current_target), _settings_now)
 
 
 def legacy_targets(config: Any) -> Any:
-    """`config` with every `_target_` as a run logged before the subpackages wrote it."""
-    return _rewritten(config, legacy_target)
+    """`config` with every `_target_` as a run logged before the subpackages wrote it, less the
+    settings added since where they have the value that does what those runs did."""
+    return _rewritten(_each_node(config, _settings_then), legacy_target)
+
+
+def _settings_now(node: Mapping[str, Any]) -> dict[str, Any]:
+    target = node.get("_target_")
+    node = {**ADDED_SETTINGS.get(target, {}), **node} if isinstance(target, str) else dict(node)
+    if target == MARKDOWN and "heading_prefix" in node:
+        node["context"] = "heading" if node.pop("heading_prefix") else "none"
+    return node
+
+
+def _settings_then(node: Mapping[str, Any]) -> dict[str, Any]:
+    target = node.get("_target_")
+    node = _without(node, ADDED_SETTINGS.get(target, {})) if isinstance(target, str) else dict(node)
+    if target == MARKDOWN and node.get("context") in ("heading", "none"):
+        node["heading_prefix"] = node.pop("context") == "heading"
+    return node
+
+
+def _without(node: Mapping[str, Any], added: Mapping[str, Any]) -> dict[str, Any]:
+    """`node` less each `added` setting that has the value given there."""
+    return {key: value for key, value in node.items() if not (key in added and _same(value, added[key]))}
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of one kind (0.5 and 0.5, not false and 0; an integer and a number may be equal)."""
+    numbers = (int, float)
+    return (type(a) is type(b) or (type(a) in numbers and type(b) in numbers)) and a == b
+
+
+def _each_node(config: Any, change: Any) -> Any:
+    """`config` with `change` applied to every mapping in it, innermost first."""
+    if isinstance(config, Mapping):
+        return change({key: _each_node(value, change) for key, value in config.items()})
+    if isinstance(config, list):
+        return [_each_node(value, change) for value in config]
+    return config
 
 
 def _rewritten(config: Any, rewrite: Any) -> Any:

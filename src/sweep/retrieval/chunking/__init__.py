@@ -34,8 +34,10 @@ The strategies, and the libraries they use because each gives exact offsets:
   transformers model (exact start/end indices of sentence groups); oversized groups are split
   by semchunk.
 
-`Chunk.prefix` is context embedded before the chunk text (the heading path of a Markdown
-section); it is never part of the offsets. Embed `Chunk.embedded_text`.
+`Chunk.prefix` is context embedded before the chunk text: every strategy's `context` setting
+(`none`, `title`, `heading`, `title+heading`; `markdown` defaults to `heading`, its section's
+heading path), added in one step after the cut (`sweep.retrieval.chunking.context`); it is never
+part of the offsets. Embed `Chunk.embedded_text`.
 """
 
 from sweep.retrieval.chunking.base import Chunk, Chunker, TokenChunker

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from sweep.errors import InputError
 from sweep.formats.corpus import Corpus
-from sweep.settings import Range, checked
+from sweep.settings import OneOf, Range, checked
 
 PREFIX_SEPARATOR = "\n\n"  # between a chunk's prefix and its text in `embedded_text`
 HEADING_SEPARATOR = " > "  # between the headings of a heading path
@@ -22,6 +22,9 @@ CACHED_COUNTS = 4096  # token counts a chunker remembers (texts of at most ~6 * 
 LINE_BREAK = re.compile(r"\r\n?|\n")  # what markdown-it counts as a line break
 
 Span = tuple[int, int]
+# what every strategy embeds before a chunk's text (`Chunk.prefix`), the `context` setting of every chunking option
+CONTEXTS = ("none", "title", "heading", "title+heading")
+Context = Annotated[str, OneOf(CONTEXTS)]
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class Chunk:
     end: int
     text: str
     n_tokens: int  # tokens of `text` in the chunker's tokenizer, no special tokens (tokens: the window's)
-    prefix: str = ""  # context embedded before the text (a heading path); not in the offsets
+    prefix: str = ""  # context embedded before the text (title, heading path); not in the offsets
 
     @property
     def embedded_text(self) -> str:
@@ -42,10 +45,12 @@ class Chunk:
 
 class Chunker(ABC):
     """A chunking strategy: `split` a corpus into chunks of at most `size` tokens of the
-    tokenizer at `tokenizer_path` (a local model folder; None: MiniLM's)."""
+    tokenizer at `tokenizer_path` (a local model folder; None: MiniLM's), each with the `context`
+    it embeds before its text (`sweep.retrieval.chunking.context`: one step for every strategy)."""
 
     size: int
     tokenizer_path: str | None
+    context: str = "none"
 
     @cached_property
     def tokenizer(self) -> Any:
@@ -62,9 +67,16 @@ class Chunker(ABC):
         encoded = self.tokenizer(list(texts), add_special_tokens=False, verbose=False)  # long texts are the point
         return [len(ids) for ids in encoded["input_ids"]]
 
-    @abstractmethod
     def split(self, corpus: Corpus) -> list[Chunk]:
-        """Every document's chunks, documents in corpus order, chunks in document order."""
+        """Every document's chunks, documents in corpus order, chunks in document order, each
+        with its `context` in `Chunk.prefix` (the spans are the strategy's alone)."""
+        from sweep.retrieval.chunking.context import with_context
+
+        return with_context(self.cut(corpus), corpus, self.context, whole_documents=self.size == 0)
+
+    @abstractmethod
+    def cut(self, corpus: Corpus) -> list[Chunk]:
+        """The strategy itself: every document's chunks, as `split` returns them, without context."""
 
 
 def check_overlap(overlap: int, size: int) -> None:
@@ -76,15 +88,20 @@ def check_overlap(overlap: int, size: int) -> None:
 class TokenChunker(Chunker):
     """Windows of `size` tokens that overlap by `overlap` tokens; `size=0` means whole documents.
     The baseline: blind to structure, but every chunk but a document's last is exactly `size`
-    tokens. `tokenizer`: a local model folder whose tokenizer measures the chunks (None: MiniLM's)."""
+    tokens. `tokenizer`: a local model folder whose tokenizer measures the chunks (None: MiniLM's).
+    `context`: what is embedded before each chunk's text (`none`, `title`, `heading`, `title+heading`)."""
 
     def __init__(
-        self, size: Annotated[int, Range(0)], overlap: Annotated[int, Range(0)] = 32, tokenizer: str | None = None
+        self,
+        size: Annotated[int, Range(0)],
+        overlap: Annotated[int, Range(0)] = 32,
+        tokenizer: str | None = None,
+        context: Context = "none",
     ) -> None:
         check_overlap(overlap, size)
-        self.size, self.overlap, self.tokenizer_path = size, overlap, tokenizer
+        self.size, self.overlap, self.tokenizer_path, self.context = size, overlap, tokenizer, context
 
-    def split(self, corpus: Corpus) -> list[Chunk]:
+    def cut(self, corpus: Corpus) -> list[Chunk]:
         contents = [doc.content for doc in corpus]
         encoded = self.tokenizer(
             contents,

@@ -8,7 +8,7 @@ from functools import cached_property
 from typing import Annotated, Any
 
 from sweep.errors import InputError
-from sweep.retrieval.chunking.base import Span
+from sweep.retrieval.chunking.base import Context, Span
 from sweep.retrieval.chunking.spans import SpanChunker, trimmed
 from sweep.retrieval.models import load_sentence_transformer, sentence_transformers_folder
 from sweep.settings import NonEmpty, Range, checked
@@ -26,7 +26,8 @@ class SemanticChunker(SpanChunker):
     `tokenizer`'s tokens, such as one long sentence, is split by semchunk). `model`: a local
     sentence-transformers folder (None: MiniLM), loaded on first use, never downloaded; two model
     passes per sentence, so by far the slowest strategy. `tokenizer`: a local model folder
-    (None: MiniLM's)."""
+    (None: MiniLM's). `context`: what is embedded before each chunk's text (`none`, `title`,
+    `heading`, `title+heading`)."""
 
     def __init__(
         self,
@@ -34,10 +35,12 @@ class SemanticChunker(SpanChunker):
         threshold: Annotated[float, Range(0, 1)] = 0.8,
         model: Annotated[str | None, NonEmpty()] = None,
         tokenizer: str | None = None,
+        context: Context = "none",
     ) -> None:
         if threshold in (0, 1):
             raise InputError(f"chunking.threshold={threshold}: must be between 0 and 1, both excluded")
         self.size, self.threshold, self.model_path, self.tokenizer_path = size, threshold, model, tokenizer
+        self.context = context
 
     @cached_property
     def model(self) -> Any:
@@ -53,7 +56,7 @@ class SemanticChunker(SpanChunker):
             embeddings = SentenceTransformerEmbeddings(self.model)  # an instance: a name would be downloaded
         return Semantic(embedding_model=embeddings, chunk_size=self.size, threshold=self.threshold)
 
-    def spans(self, content: str) -> list[tuple[int, int, str]]:
+    def spans(self, content: str) -> list[Span]:
         groups = []
         for group in self._chonkie.chunk(content):
             if content[group.start_index : group.end_index] != group.text:  # chonkie's promise, checked
@@ -65,4 +68,4 @@ class SemanticChunker(SpanChunker):
         out: list[Span] = []
         for (start, end), n_tokens in zip(groups, tokens):
             out.extend([(start, end)] if n_tokens <= self.size else self.recursive(content, start, end))
-        return [(start, end, "") for start, end in out]
+        return out

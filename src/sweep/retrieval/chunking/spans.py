@@ -15,6 +15,7 @@ from sweep.retrieval.chunking.base import (
     SENTENCE_ENDS,
     Chunk,
     Chunker,
+    Context,
     Span,
     check_overlap,
 )
@@ -25,25 +26,25 @@ class SpanChunker(Chunker):
     """A strategy that finds each document's chunk spans on its own (`spans`); this class keeps
     whole documents for `size=0`, counts every chunk's tokens in one batch and numbers them."""
 
-    def split(self, corpus: Corpus) -> list[Chunk]:
-        found: list[tuple[str, int, int, str, str]] = []  # doc id, start, end, text, prefix
+    def cut(self, corpus: Corpus) -> list[Chunk]:
+        found: list[tuple[str, int, int, str]] = []  # doc id, start, end, text
         for doc in corpus:
             content = doc.content
             if self.size == 0:  # whole documents, exactly as TokenChunker keeps them
-                found.append((doc.id, 0, len(content), content, ""))
+                found.append((doc.id, 0, len(content), content))
                 continue
-            for start, end, prefix in self.spans(content):
-                found.append((doc.id, start, end, content[start:end], prefix))
-        counts = self.count_tokens([text for _, _, _, text, _ in found])
+            for start, end in self.spans(content):
+                found.append((doc.id, start, end, content[start:end]))
+        counts = self.count_tokens([text for _, _, _, text in found])
         chunks: list[Chunk] = []
-        for (doc_id, start, end, text, prefix), n_tokens in zip(found, counts):
+        for (doc_id, start, end, text), n_tokens in zip(found, counts):
             index = chunks[-1].index + 1 if chunks and chunks[-1].doc_id == doc_id else 0
-            chunks.append(Chunk(doc_id, index, start, end, text, n_tokens, prefix))
+            chunks.append(Chunk(doc_id, index, start, end, text, n_tokens))
         return chunks
 
     @abstractmethod
-    def spans(self, content: str) -> list[tuple[int, int, str]]:
-        """(start, end, prefix) of each chunk of `content`, in order, trimmed of whitespace."""
+    def spans(self, content: str) -> list[Span]:
+        """(start, end) of each chunk of `content`, in order, trimmed of whitespace."""
 
     @cached_property
     def _token_counter(self) -> Callable[[str], int]:
@@ -136,16 +137,21 @@ class RecursiveChunker(SpanChunker):
     `overlap` tokens (default 0: structural cuts need none) repeat the end of a chunk at the start
     of the next, as semchunk does it: chunks are then built from pieces of at most
     min(overlap, size - overlap) tokens, so the cuts fall at finer separators (see `recursive`).
-    `tokenizer`: a local model folder (None: MiniLM's)."""
+    `tokenizer`: a local model folder (None: MiniLM's). `context`: what is embedded before each
+    chunk's text (`none`, `title`, `heading`, `title+heading`)."""
 
     def __init__(
-        self, size: Annotated[int, Range(0)], overlap: Annotated[int, Range(0)] = 0, tokenizer: str | None = None
+        self,
+        size: Annotated[int, Range(0)],
+        overlap: Annotated[int, Range(0)] = 0,
+        tokenizer: str | None = None,
+        context: Context = "none",
     ) -> None:
         check_overlap(overlap, size)
-        self.size, self.overlap, self.tokenizer_path = size, overlap, tokenizer
+        self.size, self.overlap, self.tokenizer_path, self.context = size, overlap, tokenizer, context
 
-    def spans(self, content: str) -> list[tuple[int, int, str]]:
-        return [(start, end, "") for start, end in self.recursive(content, overlap=self.overlap)]
+    def spans(self, content: str) -> list[Span]:
+        return self.recursive(content, overlap=self.overlap)
 
 
 @checked("chunking")
@@ -156,12 +162,17 @@ class SentenceChunker(SpanChunker):
     counts sentences: the next chunk starts `overlap` sentences before the previous one ended
     (fewer where `overlap` sentences and the next one would not fit in `size`, so every chunk
     adds a sentence). A sentence longer than `size` tokens is split by semchunk into pieces of
-    its own that no other chunk shares. `tokenizer`: a local model folder (None: MiniLM's)."""
+    its own that no other chunk shares. `tokenizer`: a local model folder (None: MiniLM's).
+    `context`: what is embedded before each chunk's text (`none`, `title`, `heading`, `title+heading`)."""
 
     def __init__(
-        self, size: Annotated[int, Range(0)], overlap: Annotated[int, Range(0)] = 0, tokenizer: str | None = None
+        self,
+        size: Annotated[int, Range(0)],
+        overlap: Annotated[int, Range(0)] = 0,
+        tokenizer: str | None = None,
+        context: Context = "none",
     ) -> None:
-        self.size, self.overlap, self.tokenizer_path = size, overlap, tokenizer
+        self.size, self.overlap, self.tokenizer_path, self.context = size, overlap, tokenizer, context
 
     def sentences(self, content: str) -> list[Span]:
         """Each sentence's span, trimmed of whitespace; whitespace between sentences is in none."""
@@ -185,7 +196,7 @@ class SentenceChunker(SpanChunker):
                 spans.append(span)
         return spans
 
-    def spans(self, content: str) -> list[tuple[int, int, str]]:
+    def spans(self, content: str) -> list[Span]:
         sentences = self.sentences(content)
         tokens = self.count_tokens([content[a:b] for a, b in sentences])
         out: list[Span] = []
@@ -204,7 +215,7 @@ class SentenceChunker(SpanChunker):
             if j == len(sentences):
                 break
             i = self._next_start(tokens, i, j)
-        return [(start, end, "") for start, end in out]
+        return out
 
     def _next_start(self, tokens: list[int], i: int, j: int) -> int:
         """Where the chunk after sentences[i:j] starts: `overlap` sentences back, or fewer, so
