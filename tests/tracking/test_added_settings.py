@@ -1,4 +1,5 @@
-"""Settings added since runs were logged (BM25's stemmer, every chunker's context): an old config is rebuilt doing what it did, and today's config
+"""Settings added since runs were logged (BM25's stemmer, every chunker's context,
+`golden.ignore_identical_ids`): an old config is rebuilt doing what it did, and today's config
 matches an old run's digest exactly when it does the same thing (`sweep.tracking.legacy`)."""
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ def test_markdown_heading_prefix_is_its_context():
     assert titled["context"] == "title+heading" and "heading_prefix" not in titled
 
 
-def test_chunker_context_at_its_old_value_is_left_out():
+def test_chunker_context_and_identical_ids_at_their_old_values_are_left_out():
     config = today()
     old = legacy_targets(config)
-    assert "context" not in old["chunking"]
-    assert current_targets(old) == config  # and comes back
-    assert legacy_targets(today("chunking.context=title"))["chunking"]["context"] == "title"
+    assert "context" not in old["chunking"] and "ignore_identical_ids" not in old["golden"]
+    assert current_targets(old) == config  # and come back
+    changed = legacy_targets(today("chunking.context=title", "golden.ignore_identical_ids=true"))
+    assert changed["chunking"]["context"] == "title" and changed["golden"]["ignore_identical_ids"] is True

@@ -54,6 +54,7 @@ class GoldenSettings:
     corpus: Annotated[str, Exists()]  # documents: JSONL, a BEIR folder or a folder of .md/.txt/.html/.pdf
     split: Annotated[str, NonEmpty()] = "test"  # a BEIR folder's qrels/<split>.tsv
     corpus_ids: Annotated[str, OneOf(ID_SCHEMES)] = "path"  # a folder's document ids: relative path or file stem
+    ignore_identical_ids: bool = False  # drop a retrieved document whose id is the question's (BEIR: ArguAna, Quora)
 
 
 @dataclass
@@ -102,6 +103,7 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
         chunk_depth=cfg.chunk_depth,
         context_depth=max(cfg.context.k),
         min_score=cfg.abstain.min_score,
+        ignore_identical_ids=bool(OmegaConf.select(cfg, "golden.ignore_identical_ids", default=False)),
     )
 
 

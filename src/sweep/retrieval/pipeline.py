@@ -4,7 +4,9 @@ question, filter + search → rerank → documents (+ abstain).
 Chunk hits collapse to documents (a document ranks at its best chunk); the top
 `context_depth` chunks, what a reader would be handed, are kept for the context metrics. If
 the top score is below `min_score` the system answers nothing, which is right for
-unanswerable questions.
+unanswerable questions. With `ignore_identical_ids`, a question's hits in a chunk of the
+document whose id is the question's own are dropped before anything is ranked or scored (BEIR's
+rule for sets whose questions are documents of the corpus: ArguAna, Quora).
 The pipeline times the retriever's build, the reranker and every question's path; the
 retriever reports what only it can see (`stats()`: embedding vs indexing, bytes, truncation),
 and `Retrieval.stats` collects them all.
@@ -37,6 +39,14 @@ def collapse_to_documents(hits: Hits, chunks: Sequence[Chunk], depth: int) -> li
         if len(ranking) == depth:
             break
     return list(ranking.items())
+
+
+def without_document(hits: Hits, doc_ids: np.ndarray, doc_id: str) -> Hits:
+    """`hits` less those in chunks of the document `doc_id` (`doc_ids`: each chunk's document)."""
+    if not len(hits.ids):
+        return hits
+    keep = doc_ids[hits.ids] != doc_id
+    return hits if keep.all() else Hits(hits.scores[keep], hits.ids[keep])
 
 
 @dataclass
@@ -72,6 +82,7 @@ class Pipeline:
     chunk_depth: int = 400  # chunk hits fetched before collapsing to documents
     context_depth: int = 10  # chunks kept per question for the context metrics (the largest k)
     min_score: float | None = None  # abstain below this top score
+    ignore_identical_ids: bool = False  # drop hits in the document whose id is the question's
 
     def retrieve(self, corpus: Corpus, golden: GoldenSet, name: str = "golden-sweep") -> Retrieval:
         chunks = self.chunker.split(corpus)
@@ -90,6 +101,7 @@ class Pipeline:
         contexts: dict[str, list[tuple[int, float]]] = {}
         latencies: list[float] = []
         restricted: list[tuple[Restriction, int]] = []
+        doc_ids = np.array([c.doc_id for c in chunks], dtype=object) if self.ignore_identical_ids else None
         for question in tqdm(golden, desc="searching", unit="question", disable=None):  # None: only on a terminal
             start = time.perf_counter()
             restriction = self.filter.restriction(question)
@@ -101,6 +113,8 @@ class Pipeline:
             reranking = time.perf_counter()
             hits = self.reranker.rerank(question.question, hits, search)
             rerank_s += time.perf_counter() - reranking
+            if doc_ids is not None:  # after the reranker: a fused list brings the document back
+                hits = without_document(hits, doc_ids, question.id)
             ranking = collapse_to_documents(hits, chunks, self.depth)
             latencies.append(1000 * (time.perf_counter() - start))
             answered = ranking and (self.min_score is None or ranking[0][1] >= self.min_score)

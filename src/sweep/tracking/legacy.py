@@ -7,8 +7,8 @@ subpackages (`sweep.retrieval.index.HNSWIndex`). `current_targets` rewrites a lo
 it can be instantiated again (`sweep.best`); `legacy_targets` writes a config the old way, whose
 digest is what an old run of the same combination was tagged with (a resumed sweep, `earlier_runs`).
 
-Settings added to an option since (`ADDED_SETTINGS`: BM25's stemmer, every chunker's context)
-are absent from those configs. `current_targets` gives an old config
+Settings added to an option since (`ADDED_SETTINGS`: BM25's stemmer, every chunker's context,
+`golden.ignore_identical_ids`) are absent from those configs. `current_targets` gives an old config
 each one's value that does what the run did without it (BM25 without stemming, no context), so
 `sweep.best` rebuilds what was measured; `legacy_targets` leaves a setting out where it has that
 value, so the digest still matches the old run's, and keeps it where it has another (a new combination).
@@ -48,6 +48,7 @@ ADDED_SETTINGS: dict[str, dict[str, Any]] = {
     "sweep.retrieval.lexical.BM25Retriever": {"stopwords": "en", "stemmer": None, "delta": 0.5},
     **{f"sweep.retrieval.chunking.{name}": {"context": "none"} for name in _CHUNKERS},
 }
+ADDED_GOLDEN = {"ignore_identical_ids": False}  # the `golden` settings (no `_target_`)
 # MarkdownChunker's `heading_prefix` (true/false) is now its `context` (heading/none)
 MARKDOWN = "sweep.retrieval.chunking.MarkdownChunker"
 _CURRENT_MODULES = {current: legacy for legacy, current in LEGACY_MODULES.items()}
@@ -73,12 +74,17 @@ def legacy_target(target: str) -> str:
 def current_targets(config: Any) -> Any:
     """`config` (a resolved config: dicts, lists and values) with every `_target_` as it reads now,
     and the settings added since with the values that do what it did (`ADDED_SETTINGS`)."""
-    return _each_node(_rewritten(config, current_target), _settings_now)
+    config = _each_node(_rewritten(config, current_target), _settings_now)
+    if isinstance(config, Mapping) and isinstance(config.get("golden"), Mapping):
+        config = {**config, "golden": {**ADDED_GOLDEN, **config["golden"]}}
+    return config
 
 
 def legacy_targets(config: Any) -> Any:
     """`config` with every `_target_` as a run logged before the subpackages wrote it, less the
     settings added since where they have the value that does what those runs did."""
+    if isinstance(config, Mapping) and isinstance(config.get("golden"), Mapping):
+        config = {**config, "golden": _without(config["golden"], ADDED_GOLDEN)}
     return _rewritten(_each_node(config, _settings_then), legacy_target)
 
 
