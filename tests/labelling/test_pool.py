@@ -28,7 +28,11 @@ def parent_of(store: str, child: str) -> str:
 
 
 def logged(store: str, run_id: str, path: str, folder: Path) -> Path:
-    return Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path, dst_path=str(folder)))
+    """The run's artifact at `path`, read from `store` (not the process's current tracking URI, which
+    an earlier test may have pointed elsewhere)."""
+    return Path(
+        mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path, dst_path=str(folder), tracking_uri=store)
+    )
 
 
 def top_documents(trec: Path, depth: int) -> dict[str, list[str]]:

@@ -21,7 +21,8 @@ from sweep.retrieval.chunking import TokenChunker
 from sweep.retrieval.pipeline import Pipeline
 
 WORD = re.compile(r"[a-z0-9]+")
-TESTS = str(Path(__file__).resolve().parent)  # on PYTHONPATH, `test_custom_retriever` is importable
+HERE = Path(__file__).resolve().parent
+TESTS = [str(HERE), str(HERE.parent)]  # on PYTHONPATH: `test_custom_retriever` is importable, and its `helpers`
 
 
 class KeywordRetriever(Retriever):
@@ -83,4 +84,4 @@ def test_a_retriever_defined_here_is_swept_from_a_yaml_of_its_own(tmp_path, smal
 
 
 def pythonpath() -> dict[str, str]:
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")]))}
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [*TESTS, os.environ.get("PYTHONPATH")]))}
