@@ -27,15 +27,7 @@ from typing import Annotated, Any, Union
 
 MARKER = "<!-- configuration-reference -->"
 PAGE = "configuration.md"
-SCHEMA_MODULES = ("sweep.experiment.trial", "sweep.trial")  # where the top-level `Settings` dataclass lives
-KINDS = {
-    bool: "true or false",
-    int: "an integer",
-    float: "a number",
-    str: "a string",
-    dict: "a mapping",
-    list: "a list",
-}
+SCHEMA_MODULES = ("sweep.experiment.trial",)  # where the top-level `Settings` dataclass lives
 _KEY_LINE = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z_][\w]*)\s*:(?P<rest>.*)$")
 
 
@@ -221,7 +213,7 @@ def _class_default(cls: type, signature: inspect.Signature, name: str) -> Any:
 
 def _describe(hint: Any) -> str:
     """A declared type in words, as `check_value`'s errors say it: `an integer from 2 to 1024, or null`."""
-    from sweep.settings import Cutoffs, Exists, NonEmpty, OneOf
+    from sweep.settings import KINDS, Cutoffs, Exists, NonEmpty, OneOf
 
     if hint is Any:
         return "any value"

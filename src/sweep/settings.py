@@ -109,7 +109,7 @@ class Cutoffs:
         return f"a non-empty list of distinct integers from 1 to {self.high}, e.g. [1, 3, 5, 10]"
 
 
-_KINDS: dict[type, str] = {
+KINDS: dict[type, str] = {  # how a setting's type reads in messages and in the configuration reference
     bool: "true or false",
     int: "an integer",
     float: "a number",
@@ -139,19 +139,19 @@ def check_value(value: Any, hint: Any, key: str) -> None:
     options = typing.get_args(base) if typing.get_origin(base) in (Union, types.UnionType) else (base,)
     options = tuple(typing.get_origin(kind) or kind for kind in options)  # list[int] is checked as a list
     optional = type(None) in options
-    kinds = [kind for kind in options if kind in _KINDS]
+    kinds = [kind for kind in options if kind in KINDS]
     if value is None and optional:
         return
     if not kinds:  # an object (a nested component) is not ours to check
         return
-    if any(isinstance(value, other) for other in options if isinstance(other, type) and other not in _KINDS):
+    if any(isinstance(value, other) for other in options if isinstance(other, type) and other not in KINDS):
         return  # e.g. a Path where `str | Path` is declared
     kind = kinds[0]
     if not _is_kind(value, kind) or not all(c.allows(value) for c in constraints):
         described = [str(c) for c in constraints if not isinstance(c, NonEmpty)]
         if not any(isinstance(c, (OneOf, Exists, Cutoffs)) for c in constraints):  # they say the kind already
             empty = any(isinstance(c, NonEmpty) for c in constraints)
-            described.insert(0, "a non-empty string" if empty and kind is str else _KINDS[kind])
+            described.insert(0, "a non-empty string" if empty and kind is str else KINDS[kind])
         wanted = " ".join(described) + (", or null" if optional else "")
         raise InputError(f"{key}={shown(value)}: must be {wanted}")
 
