@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from helpers.commands import compose_config, one_error_line, runs_in, sweep, sweep_command, wait_for
 from sweep.errors import InputError
 from sweep.experiment.cli import preflight, quoted
-from sweep.experiment.trial import combination_digest
+from sweep.experiment.trial import combination_digests
 from sweep.tracking import (
     CONFIG_DIGEST,
     SUPERSEDED_BY,
@@ -123,10 +123,10 @@ def test_without_resume_a_rerun_is_a_new_sweep_and_resuming_a_finished_one_start
 
 
 def test_the_config_digest_is_what_a_combination_measures():
-    digest = combination_digest(compose_config("chunk=64"))
-    assert digest == combination_digest(compose_config("chunk=64", "resume=true", "cache_dir=/elsewhere"))
-    assert digest != combination_digest(compose_config("chunk=128"))
-    assert digest != combination_digest(compose_config("chunk=64", "index=hnsw"))
+    digest = combination_digests(compose_config("chunk=64"))[0]
+    assert digest == combination_digests(compose_config("chunk=64", "resume=true", "cache_dir=/elsewhere"))[0]
+    assert digest != combination_digests(compose_config("chunk=128"))[0]
+    assert digest != combination_digests(compose_config("chunk=64", "index=hnsw"))[0]
 
 
 def test_resume_is_for_sweeps_and_a_bad_value_is_one_line(capsys):

@@ -113,13 +113,6 @@ def load_data(cfg: DictConfig) -> tuple[Corpus, GoldenSet]:
     return corpus, load_golden(cfg.golden.path, corpus, split=cfg.golden.split)
 
 
-def combination_digest(cfg: DictConfig) -> str | None:
-    """The digest a trial of `cfg` is tagged with (the first of `combination_digests`); None when
-    `cfg` cannot be resolved (the run records why)."""
-    digests = combination_digests(cfg)
-    return digests[0] if digests else None
-
-
 def combination_digests(cfg: DictConfig) -> list[str]:
     """`tracking.config_digests` of `cfg` with the settings that change no measurement set aside
     (`NO_RESULT_KEYS`, also where other values refer to them, as the cache's folder): its digest,

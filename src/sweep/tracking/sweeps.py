@@ -101,7 +101,7 @@ def config_digests(resolved: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(digests))
 
 
-def earlier_runs(digests: str | Sequence[str]) -> list[LoggedRun]:
+def earlier_runs(digests: Sequence[str]) -> list[LoggedRun]:
     """The runs of the combination tagged with any of `digests` (`config_digests`) among the
     children of the sweep being run (`sweep_children`), the runs of each digest earliest first,
     those of the later digests (older runs: `config_digests`' legacy one) first; none outside a sweep."""
@@ -109,7 +109,7 @@ def earlier_runs(digests: str | Sequence[str]) -> list[LoggedRun]:
     if parent is None:
         return []
     found: dict[str, LoggedRun] = {}
-    for digest in reversed([digests] if isinstance(digests, str) else list(digests)):
+    for digest in reversed(digests):
         found |= {run.run_id: run for run in sweep_children(parent, f"tags.`{CONFIG_DIGEST}` = '{digest}'")}
     return list(found.values())
 
