@@ -257,6 +257,10 @@ def _check_node(node: DictConfig, path: str, declared: Mapping[str, Any], owner:
         if name not in declared:
             raise InputError(unknown_key(key, declared, f"a setting of {owner}" if owner else "a setting"))
         hint = declared[name]
+        if _is_component_mapping(value):  # a hybrid's members: each checked against its own class
+            for member in value.keys():
+                _check_component(value[member], f"{key}.{member}")
+            continue
         schema = next((t for t in typing.get_args(hint) or (hint,) if _is_schema(t)), None)
         if isinstance(value, DictConfig) and schema is not None:
             _check_node(value, key, settings_of(schema), None)
@@ -276,6 +280,14 @@ def _check_component(node: DictConfig, path: str) -> None:
     if not isinstance(cls, type):
         raise InputError(f"{path}._target_={target}: not a class")
     _check_node(node, path, settings_of(cls), cls.__name__)
+
+
+def _is_component_mapping(value: Any) -> bool:
+    return (
+        isinstance(value, DictConfig)
+        and len(value) > 0
+        and all(isinstance(value[k], DictConfig) and "_target_" in value[k] for k in value.keys())
+    )
 
 
 def _is_schema(hint: Any) -> bool:

@@ -71,7 +71,9 @@ def test_option_values_agree_with_the_class_defaults(group, option):
         return
     parameters = inspect.signature(get_class(node._target_)).parameters
     for key in node:
-        if key == "_target_" or OmegaConf.is_interpolation(node, key) or OmegaConf.is_dict(node[key]):
+        if key.startswith("_") or key == "defaults":  # Hydra's keys (_target_, _convert_, a defaults list)
+            continue
+        if OmegaConf.is_interpolation(node, key) or OmegaConf.is_dict(node[key]):
             continue
         assert key in parameters, f"{group}/{option}.yaml: {key} is not a parameter of {node._target_}"
         default = parameters[key].default

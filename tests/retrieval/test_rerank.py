@@ -21,11 +21,13 @@ from transformers import (
 
 from sweep.errors import InputError
 from sweep.experiment.trial import build_pipeline
+from sweep.retrieval.base import Hits
 from sweep.retrieval.chunking import TokenChunker
 from sweep.retrieval.filters import PreFilter
+from sweep.retrieval.fusion import fuse
 from sweep.retrieval.lexical import BM25Retriever, TfidfRetriever
 from sweep.retrieval.pipeline import Pipeline
-from sweep.retrieval.rerank import CrossEncoderReranker, HybridReranker, reciprocal_rank_fusion
+from sweep.retrieval.rerank import CrossEncoderReranker, HybridReranker
 
 MAX_LENGTH = 128
 
@@ -126,16 +128,6 @@ def test_a_folder_that_is_not_a_cross_encoder_is_a_clear_error(tmp_path):
         CrossEncoderReranker(model=str(tmp_path)).build(["text"])
 
 
-def test_reciprocal_rank_fusion_sums_weighted_reciprocal_ranks():
-    fused = reciprocal_rank_fusion([np.array([1, 2, 3]), np.array([3, 1])], [1.0, 1.0], k=60)
-    assert fused.ids.tolist() == [1, 3, 2]
-    np.testing.assert_allclose(fused.scores, [1 / 61 + 1 / 62, 1 / 63 + 1 / 61, 1 / 62])
-    lexical_only = reciprocal_rank_fusion([np.array([1, 2, 3]), np.array([3, 1])], [0.0, 1.0], k=1)
-    assert lexical_only.ids.tolist() == [3, 1, 2] and lexical_only.scores[-1] == 0.0
-    tied = reciprocal_rank_fusion([np.array([5, 4]), np.array([4, 5])], [1.0, 1.0])
-    assert tied.ids.tolist() == [4, 5]  # equal fused scores: lower id first
-
-
 def test_hybrid_fuses_both_rankings_under_the_filter(small_kb):
     corpus, golden = small_kb
     chunker = TokenChunker(0)  # a chunk is a document: hit ids map one to one to documents
@@ -149,7 +141,7 @@ def test_hybrid_fuses_both_rankings_under_the_filter(small_kb):
         rankings = [
             [position[d] for d, _ in result.results.rankings().get(question.id, [])] for result in (tfidf, bm25)
         ]
-        expected = reciprocal_rank_fusion([np.array(r) for r in rankings], [1.0, 1.0], k=60)
+        expected = fuse([Hits(np.zeros(len(r)), np.array(r, dtype=np.int64)) for r in rankings], "rrf", k=60)
         got = hybrid.results.rankings().get(question.id, [])
         assert [position[d] for d, _ in got] == expected.ids.tolist(), question.id
         np.testing.assert_allclose([s for _, s in got], expected.scores)

@@ -152,14 +152,16 @@ DEFAULT_METRICS = (
 
 _NAME = re.compile(r"(?P<family>[a-z_]+?)(?:_at_(?P<k>-?\d+))?")  # a rank metric's name
 _LOGGED = re.compile(r"(?P<family>[a-z_/]+?)(?:_at_(?P<k>\d+))?")  # any declared name
-_TYPED = re.compile(r"type/[^/]+/(?P<metric>.+)")  # a per-type mean: `type/<type>/<metric>`
+# a per-type mean (`type/<type>/<metric>`) or a hybrid member's own value (`member/<name>/<metric>`)
+_QUALIFIED = re.compile(r"(?:type|member)/[^/]+/(?P<metric>.+)")
 
 
 def measure_of(name: str) -> Measure | None:
-    """The declaration of a logged name (`ndcg_at_10`, `context/tokens_at_5`, `type/howto/mrr`),
+    """The declaration of a logged name (`ndcg_at_10`, `context/tokens_at_5`, `type/howto/mrr`,
+    `member/bm25/mrr`),
     None for a name the registry does not declare."""
-    typed = _TYPED.fullmatch(name)
-    name = typed["metric"] if typed else name
+    qualified = _QUALIFIED.fullmatch(name)
+    name = qualified["metric"] if qualified else name
     if name in BY_NAME:
         return BY_NAME[name]
     match = _LOGGED.fullmatch(name)

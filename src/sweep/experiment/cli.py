@@ -82,11 +82,17 @@ def without_resume(overrides: Sequence[str]) -> list[str]:
 
 
 def choices() -> dict[str, str]:
-    """Each config group's chosen option (`{"index": "hnsw", ...}`), Hydra's own groups left out."""
+    """Each config group's chosen option (`{"index": "hnsw", ...}`), Hydra's own groups left out;
+    an option placed in a package (a hybrid's member, `model@model.members.bm25`) under that package's
+    name (`model.members.bm25`: MLflow param names have no `@`)."""
     if not HydraConfig.initialized():
         return {}
     chosen = HydraConfig.get().runtime.choices
-    return {group: str(option) for group, option in chosen.items() if not group.startswith("hydra")}
+    return {
+        group.partition("@")[2] or group: str(option)
+        for group, option in chosen.items()
+        if not group.startswith("hydra")
+    }
 
 
 def main() -> None:

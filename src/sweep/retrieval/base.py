@@ -35,6 +35,11 @@ class Retriever(ABC):
         the pipeline adds it to each question's latency."""
         return 0.0
 
+    def member_hits(self, query: str) -> dict[str, Hits]:
+        """What each part of a composite retriever (`sweep.retrieval.hybrid`) found in its last
+        search for `query`, by part name, best first; {} for a retriever of one part."""
+        return {}
+
     def stats(self) -> dict[str, float]:
         """What building and searching cost and produced (seconds, bytes, shares), logged as MLflow
         metrics; asked for after the searches."""

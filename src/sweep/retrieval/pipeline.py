@@ -7,6 +7,8 @@ the top score is below `min_score` the system answers nothing, which is right fo
 unanswerable questions. With `ignore_identical_ids`, a question's hits in a chunk of the
 document whose id is the question's own are dropped before anything is ranked or scored (BEIR's
 rule for sets whose questions are documents of the corpus: ArguAna, Quora).
+A hybrid retriever's members' own hits are kept beside the fused ones (`Retrieval.members`,
+`Retrieval.member_results`), so each member is scored on the same questions.
 The pipeline times the retriever's build, the reranker and every question's path; the
 retriever reports what only it can see (`stats()`: embedding vs indexing, bytes, truncation),
 and `Retrieval.stats` collects them all.
@@ -58,6 +60,23 @@ class Retrieval:
     chunks: list[Chunk]
     stats: dict[str, float]
     contexts: dict[str, list[tuple[int, float]]]  # every qid -> its top (chunk position, score); [] abstained
+    members: dict[str, dict[str, Hits]] = field(default_factory=dict)  # qid -> a hybrid's member -> its hits
+    member_results: dict[str, Run] = field(default_factory=dict)  # a hybrid's member -> its own results
+
+    def member_hits(self) -> dict[str, dict[str, list[list[object]]]]:
+        """Each question's hits from each member, best first, as `[doc, start, end, score]`: every
+        candidate the fusion saw, with the member's own score (`member_results` are these with
+        the question's own document dropped, under `ignore_identical_ids`)."""
+        return {
+            qid: {
+                name: [
+                    [self.chunks[i].doc_id, self.chunks[i].start, self.chunks[i].end, score]
+                    for i, score in zip(h.ids.tolist(), h.scores.tolist())
+                ]
+                for name, h in hits.items()
+            }
+            for qid, hits in self.members.items()
+        }
 
     def delivered_chunks(self) -> dict[str, list[dict[str, object]]]:
         """Each question's top chunks, best first, as `{"doc", "start", "end", "score"}` (offsets
@@ -99,6 +118,8 @@ class Pipeline:
         encode_ms = self.retriever.prepare_queries([question.question for question in golden]) or 0.0
         rankings: dict[str, list[tuple[str, float]]] = {}
         contexts: dict[str, list[tuple[int, float]]] = {}
+        members: dict[str, dict[str, Hits]] = {}
+        member_rankings: dict[str, dict[str, list[tuple[str, float]]]] = {}
         latencies: list[float] = []
         restricted: list[tuple[Restriction, int]] = []
         doc_ids = np.array([c.doc_id for c in chunks], dtype=object) if self.ignore_identical_ids else None
@@ -108,6 +129,12 @@ class Pipeline:
             # any retriever's hits for this question, under its filter and depth (hybrid asks BM25's)
             search = partial(self.filter.search, query=question.question, k=self.chunk_depth, restriction=restriction)
             hits = search(self.retriever)
+            members[question.id] = self.retriever.member_hits(question.question)  # {} unless a hybrid
+            for member, member_hits in members[question.id].items():
+                if doc_ids is not None:
+                    member_hits = without_document(member_hits, doc_ids, question.id)
+                if member_ranking := collapse_to_documents(member_hits, chunks, self.depth):
+                    member_rankings.setdefault(member, {})[question.id] = member_ranking
             if restriction is not None:
                 restricted.append((restriction, len(hits)))
             reranking = time.perf_counter()
@@ -131,4 +158,11 @@ class Pipeline:
             "latency/search_ms_p95": encode_ms + float(np.percentile(latencies, 95)),
             "corpus/chunks": float(len(chunks)),
         }
-        return Retrieval(Run.from_ranked(rankings, name), chunks, stats, contexts)
+        return Retrieval(
+            Run.from_ranked(rankings, name),
+            chunks,
+            stats,
+            contexts,
+            {qid: hits for qid, hits in members.items() if hits},
+            {member: Run.from_ranked(ranked, member) for member, ranked in member_rankings.items()},
+        )

@@ -3,8 +3,9 @@
 `none` (`NoReranker`) keeps the retriever's order; `cross_encoder` scores (question, chunk)
 pairs of the top `candidates` hits with a local sentence-transformers CrossEncoder;
 `hybrid` fuses the retriever's ranking with BM25's over the same chunks, under the same
-filter, by reciprocal-rank fusion. The reranker's score becomes the hit's score, so it is
-the one `abstain.min_score` and the abstention calibration threshold.
+filter, by reciprocal-rank fusion (`model=hybrid` is the general form: any members, any
+fusion). The reranker's score becomes the hit's score, so it is the one `abstain.min_score`
+and the abstention calibration threshold.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 
 from sweep.errors import InputError
 from sweep.retrieval.base import Hits, Retriever
+from sweep.retrieval.fusion import fuse
 from sweep.retrieval.lexical import BM25Retriever
 from sweep.settings import Range, checked
 
@@ -92,7 +94,10 @@ class CrossEncoderReranker(Reranker):
 @checked("reranker")
 @dataclass
 class HybridReranker(Reranker):
-    """The retriever's hits and BM25's, fused by reciprocal rank: sum of weight / (k + rank)."""
+    """The retriever's hits and BM25's, fused by reciprocal rank: sum of weight / (k + rank). The
+    same fusion as `model=hybrid model.fusion=rrf` with the model and BM25 as members, over all
+    `chunk_depth` hits of each rather than `candidates`; a chunk only a zero-weight side returned
+    is left out."""
 
     k: Annotated[float, Range(0)] = 60.0
     dense_weight: Annotated[float, Range(0)] = 1.0
@@ -103,16 +108,4 @@ class HybridReranker(Reranker):
         self.bm25.build(texts)
 
     def rerank(self, query: str, hits: Hits, search: SearchUnderFilter) -> Hits:
-        return reciprocal_rank_fusion([hits.ids, search(self.bm25).ids], [self.dense_weight, self.bm25_weight], self.k)
-
-
-def reciprocal_rank_fusion(rankings: Sequence[np.ndarray], weights: Sequence[float], k: float = 60.0) -> Hits:
-    """Ids ranked by sum over rankings of weight / (k + rank), rank from 1; ties by id ascending."""
-    if len(rankings) != len(weights):
-        raise ValueError("one weight per ranking")
-    ids = np.concatenate([np.asarray(r, dtype=np.int64) for r in rankings])
-    contributions = np.concatenate([w / (k + np.arange(1, len(r) + 1)) for r, w in zip(rankings, weights)])
-    unique, position = np.unique(ids, return_inverse=True)
-    fused = np.bincount(position, weights=contributions, minlength=len(unique))
-    order = np.lexsort((unique, -fused))
-    return Hits(fused[order], unique[order])  # float64: float32 would tie ranks that differ
+        return fuse([hits, search(self.bm25)], "rrf", weights=[self.dense_weight, self.bm25_weight], k=self.k)

@@ -39,6 +39,8 @@ from sweep.tracking.logger import (
     log_delivered_chunks,
     log_evaluation,
     log_golden_input,
+    log_member_evaluation,
+    log_member_hits,
     log_results,
     log_stats,
     loggable,
@@ -46,6 +48,7 @@ from sweep.tracking.logger import (
 )
 from sweep.tracking.plots import log_plots
 from sweep.tracking.reading import (
+    MEMBER_HITS,
     RETRIEVED_CHUNKS,
     RUN_FILE,
     LoggedRun,
@@ -96,6 +99,7 @@ __all__ = [
     "NOT_SUPERSEDED",
     "PACKAGES",
     "PARENT_RUN",
+    "MEMBER_HITS",
     "REPORT",
     "RETRIEVED_CHUNKS",
     "RUN_FILE",
@@ -131,6 +135,8 @@ __all__ = [
     "log_delivered_chunks",
     "log_evaluation",
     "log_golden_input",
+    "log_member_evaluation",
+    "log_member_hits",
     "log_plots",
     "log_report",
     "log_results",

@@ -29,7 +29,7 @@ from sweep.formats.corpus import Corpus
 from sweep.formats.golden import GoldenSet, doc_grades, evidence_spans
 from sweep.formats.runs import Run
 from sweep.tracking.plots import log_calibration_plot
-from sweep.tracking.reading import RETRIEVED_CHUNKS, RUN_FILE
+from sweep.tracking.reading import MEMBER_HITS, RETRIEVED_CHUNKS, RUN_FILE
 
 PACKAGES = (
     "golden-sweep",
@@ -98,6 +98,17 @@ def log_delivered_chunks(delivered: Mapping[str, list[dict[str, Any]]]) -> None:
     """`tables/retrieved_chunks.json`: each question's top chunks, best first, with offsets in the
     coordinates of the golden set's evidence, so anyone can recompute the context metrics."""
     mlflow.log_dict(dict(delivered), RETRIEVED_CHUNKS)
+
+
+def log_member_evaluation(member: str, evaluation: Evaluation) -> None:
+    """A hybrid member's own means (its candidates collapsed to documents) as `member/<name>/<metric>`."""
+    mlflow.log_metrics(loggable({f"member/{member}/{name}": value for name, value in evaluation.mean.items()}))
+
+
+def log_member_hits(hits: Mapping[str, Mapping[str, list[list[Any]]]]) -> None:
+    """`tables/member_hits.json`: `{qid: {member: [[doc, start, end, score], ...]}}`, every candidate
+    each member gave the fusion, with its own score, so anyone can recompute the fused ranking."""
+    mlflow.log_dict({qid: dict(members) for qid, members in hits.items()}, MEMBER_HITS)
 
 
 def log_evaluation(evaluation: Evaluation, worst: int = 10) -> None:

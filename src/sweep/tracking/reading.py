@@ -32,6 +32,7 @@ from sweep.tracking.store import (
 
 RUN_FILE = "run.trec"
 RETRIEVED_CHUNKS = "tables/retrieved_chunks.json"
+MEMBER_HITS = "tables/member_hits.json"  # a hybrid's members' own hits
 
 
 @dataclass(frozen=True)

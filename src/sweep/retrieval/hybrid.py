@@ -1,0 +1,115 @@
+"""A hybrid retriever: two or more member retrievers over the same chunks, fused per question.
+
+Composed in `conf/model/hybrid.yaml` from the model group's own options, one per member:
+
+    defaults:
+      - /model@members.minilm: minilm
+      - /model@members.bm25: bm25
+    _target_: sweep.retrieval.hybrid.HybridRetriever
+    norm: min-max
+    fusion: convex
+    weight: null        # two members: the first one's share, 0 to 1 (null: equal)
+
+Each member searches its top `candidates` chunks under the question's filter; `sweep.retrieval.fusion`
+normalises and combines them. A member with weight 0 is still built and searched (its own metrics
+are logged) but adds no candidates, so weight 0 and weight 1 are exactly the other member alone.
+What each member returned for the last search of a question stays readable (`member_hits`) for
+the run's `member/<name>/...` metrics and `tables/member_hits.json`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated
+
+import numpy as np
+
+from sweep.errors import InputError
+from sweep.retrieval.base import Hits, Retriever
+from sweep.retrieval.fusion import FUSIONS, NORMS, WEIGHTED, fuse
+from sweep.settings import OneOf, Range, checked
+
+
+@checked("model")
+class HybridRetriever(Retriever):
+    """`members`: name -> retriever (the name prefixes its metrics); `norm`, `fusion`, `k` (RRF's
+    constant): `sweep.retrieval.fusion`; `weight`: with two members, the first one's share
+    (the second gets 1 − weight); `weights`: one per member, in order, instead; null for both:
+    equal weights. `candidates`: chunk hits each member contributes per question."""
+
+    def __init__(
+        self,
+        members: dict[str, Retriever],
+        norm: Annotated[str, OneOf(NORMS)] = "min-max",
+        fusion: Annotated[str, OneOf(FUSIONS)] = "convex",
+        weight: Annotated[float | None, Range(0, 1)] = None,
+        weights: list[float] | None = None,
+        k: Annotated[float, Range(0)] = 60.0,
+        candidates: Annotated[int, Range(1)] = 100,
+    ) -> None:
+        if len(members) < 2:
+            raise InputError(f"model.members: a hybrid needs two or more members, not {len(members)}")
+        self.members, self.norm, self.fusion, self.k, self.candidates = dict(members), norm, fusion, k, candidates
+        self.weights = member_weights(list(self.members), fusion, weight, weights)
+        self._last: dict[str, dict[str, Hits]] = {}  # query -> each member's hits in its last search
+
+    def build(self, texts: Sequence[str]) -> None:
+        for member in self.members.values():
+            member.build(texts)
+
+    def prepare_queries(self, queries: Sequence[str]) -> float:
+        """Each member's; a question alone costs them all, one after the other."""
+        return sum(member.prepare_queries(queries) or 0.0 for member in self.members.values())
+
+    def search(
+        self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        answers = {name: m.search(queries, self.candidates, allowed, exact) for name, m in self.members.items()}
+        scores = np.full((len(queries), k), -np.inf)
+        ids = np.full((len(queries), k), -1, dtype=np.int64)
+        for row, query in enumerate(queries):
+            lists = {name: Hits.first(s[row : row + 1], i[row : row + 1]) for name, (s, i) in answers.items()}
+            self._last[query] = lists
+            fused = fuse(list(lists.values()), self.fusion, self.norm, self.weights, self.k)[:k]
+            scores[row, : len(fused)], ids[row, : len(fused)] = fused.scores, fused.ids
+        return scores, ids
+
+    def member_hits(self, query: str) -> dict[str, Hits]:
+        return self._last.get(query, {})
+
+    def stats(self) -> dict[str, float]:
+        """Each member's own, under `member/<name>/`, and their index bytes summed as `index/bytes`."""
+        stats = {f"member/{name}/{key}": v for name, m in self.members.items() for key, v in m.stats().items()}
+        sizes = [m.stats().get("index/bytes") for m in self.members.values()]
+        if any(size is not None for size in sizes):
+            stats["index/bytes"] = float(sum(size or 0.0 for size in sizes))
+        return stats
+
+
+def member_weights(
+    names: Sequence[str], fusion: str, weight: float | None, weights: Sequence[float] | None
+) -> np.ndarray | None:
+    """Each member's weight from `weight` (two members) or `weights`; None: the method's default
+    (1 each: RRF, DBSF, CombSUM, CombMNZ) or equal shares (convex)."""
+    if weight is not None and weights is not None:
+        raise InputError("model.weight and model.weights are both set: give one (weight: two members only)")
+    given = "model.weight" if weight is not None else "model.weights"
+    if (weight is not None or weights is not None) and fusion not in WEIGHTED:
+        raise InputError(f"{given}: model.fusion={fusion} is unweighted; weights apply to {', '.join(WEIGHTED)}")
+    if weight is not None:
+        if len(names) != 2:
+            raise InputError(
+                f"model.weight={weight}: the first member's share needs two members, not {len(names)}; "
+                "give model.weights=[...] (one per member)"
+            )
+        return np.array([weight, 1 - weight])
+    if weights is not None:
+        values = np.asarray(list(weights), dtype=np.float64)
+        if len(values) != len(names):
+            raise InputError(
+                f"model.weights={list(weights)}: {len(values)} weights for {len(names)} members ({', '.join(names)})"
+            )
+        if not np.isfinite(values).all() or (values < 0).any() or not values.sum() > 0:
+            raise InputError(f"model.weights={list(weights)}: must be numbers >= 0, not all 0")
+        return values
+    return np.full(len(names), 1 / len(names)) if fusion == "convex" else None

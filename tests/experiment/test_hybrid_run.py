@@ -1,0 +1,74 @@
+"""`python -m sweep model=hybrid`: the fused run logs each member's own metrics and hits, and
+those hits alone reproduce the fused ranking."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers.commands import runs_in, sweep
+from helpers.paths import KB
+from sweep.retrieval.base import Hits
+from sweep.retrieval.fusion import fuse
+
+
+def logged_json(client, run_id: str, path: str, folder: Path) -> dict:
+    return json.loads(Path(client.download_artifacts(run_id, path, str(folder))).read_text())
+
+
+def only_run(cwd):
+    client, runs = runs_in(f"sqlite:///{cwd / 'mlflow.db'}")
+    assert len(runs) == 1
+    return client, runs[0]
+
+
+def test_a_hybrid_run_logs_each_member_beside_the_fusion(tmp_path, small_kb_files):
+    result = sweep(tmp_path, small_kb_files, "model=hybrid", "model.weight=0.7")
+    assert result.returncode == 0, result.stderr[-3000:]
+    client, run = only_run(tmp_path)
+    metrics, params = run.data.metrics, run.data.params
+    for name in ("ndcg_at_10", "member/minilm/ndcg_at_10", "member/bm25/ndcg_at_10", "member/bm25/recall_at_5"):
+        assert 0 <= metrics[name] <= 1, name
+    assert metrics["member/minilm/embed/cache_hit"] == 0.0  # the members' own costs, under their names
+    assert (params["model"], params["model.members.minilm"], params["model.members.bm25"]) == (
+        "hybrid",
+        "minilm",
+        "bm25",
+    )
+    hits = logged_json(client, run.info.run_id, "tables/member_hits.json", tmp_path / "artifacts")
+    questions = [json.loads(line)["id"] for line in (small_kb_files / "golden.jsonl").read_text().splitlines()]
+    assert set(hits) == set(questions)
+    for members in hits.values():
+        assert set(members) == {"minilm", "bm25"}
+        for doc, start, end, score in members["minilm"]:
+            assert isinstance(doc, str) and 0 <= start < end and -1 <= score <= 1
+
+
+@pytest.mark.slow
+def test_the_fused_top_10_follows_from_member_hits_alone(tmp_path):
+    """On the bundled set: 20 questions' fused top 10, recomputed from `tables/member_hits.json`
+    and the run's fusion settings, are the chunks and scores the run delivered."""
+    result = sweep(tmp_path, KB, "model=hybrid", "model.weight=0.35", "model.norm=z")
+    assert result.returncode == 0, result.stderr[-3000:]
+    client, run = only_run(tmp_path)
+    params = run.data.params
+    weight = float(params["model.weight"])
+    member_hits = logged_json(client, run.info.run_id, "tables/member_hits.json", tmp_path / "artifacts")
+    delivered = logged_json(client, run.info.run_id, "tables/retrieved_chunks.json", tmp_path / "artifacts")
+    recomputed = 0
+    for qid in list(member_hits)[:20]:
+        lists, keys = [], {}
+        for name in ("minilm", "bm25"):  # the config's order: the weight is the first member's share
+            rows = member_hits[qid][name]
+            ids = [keys.setdefault((doc, start, end), len(keys)) for doc, start, end, _ in rows]
+            lists.append(Hits(np.array([row[3] for row in rows], dtype=np.float64), np.array(ids, dtype=np.int64)))
+        fused = fuse(lists, params["model.fusion"], params["model.norm"], [weight, 1 - weight])[:10]
+        chunk_of = {i: key for key, i in keys.items()}
+        got = [(hit["doc"], hit["start"], hit["end"]) for hit in delivered[qid]]
+        assert got == [chunk_of[i] for i in fused.ids.tolist()], qid
+        np.testing.assert_allclose([hit["score"] for hit in delivered[qid]], fused.scores, rtol=0, atol=1e-9)
+        recomputed += 1
+    assert recomputed == 20

@@ -1,0 +1,151 @@
+"""Fusion kernels against ranx's `fuse` on the same member runs, every method and normalisation."""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import pytest
+import ranx
+
+from sweep.retrieval.base import Hits
+from sweep.retrieval.fusion import FUSIONS, NORMS, fuse
+
+RANX_NORM = {
+    "none": None,
+    "min-max": "min-max",
+    "max": "max",
+    "sum": "sum",
+    "z": "zmuv",
+    "rank": "rank",
+    "borda": "borda",
+}
+QUESTIONS = 40
+
+
+def member_lists(seed: int, members: int) -> list[list[Hits]]:
+    """Per question, each member's hits: 1 to 40 of 60 chunks, distinct scores best first, some
+    negative (as cosines can be), lists overlapping in part."""
+    rng = np.random.default_rng(seed)
+    questions = []
+    for _ in range(QUESTIONS):
+        lists = []
+        for _ in range(members):
+            n = int(rng.integers(1, 41))
+            ids = rng.choice(60, size=n, replace=False).astype(np.int64)
+            scores = np.sort(rng.normal(rng.uniform(-1, 10), rng.uniform(0.1, 5), size=n))[::-1]
+            lists.append(Hits(scores, ids))
+        questions.append(lists)
+    return questions
+
+
+def ranx_runs(questions: list[list[Hits]], term=None) -> list[ranx.Run]:
+    """One ranx run per member (scores replaced by `term(hits)` when given)."""
+    runs = []
+    for member in range(len(questions[0])):
+        run = {}
+        for q, lists in enumerate(questions):
+            hits = lists[member]
+            scores = hits.scores if term is None else term(hits)
+            run[f"q{q}"] = {f"c{i}": float(s) for i, s in zip(hits.ids.tolist(), scores)}
+        runs.append(ranx.Run(run))
+    return runs
+
+
+def assert_same(questions, ours, theirs: ranx.Run) -> None:
+    expected = theirs.to_dict()
+    for q, lists in enumerate(questions):
+        fused = ours(lists)
+        got = {f"c{i}": s for i, s in zip(fused.ids.tolist(), fused.scores.tolist())}
+        want = expected.get(f"q{q}", {})
+        assert got.keys() == want.keys(), q
+        np.testing.assert_allclose([got[c] for c in want], list(want.values()), rtol=0, atol=1e-9)
+        assert np.all(np.diff(fused.scores) <= 0)  # best first
+
+
+def qdrant_dbsf(hits: Hits) -> list[float]:
+    """Qdrant's distribution normalisation, written out: μ ± 3σ (sample) as 0 and 1."""
+    scores = hits.scores.tolist()
+    if len(scores) < 2 or statistics.stdev(scores) == 0:
+        return [0.5] * len(scores)
+    low, high = (
+        statistics.mean(scores) - 3 * statistics.stdev(scores),
+        statistics.mean(scores) + 3 * statistics.stdev(scores),
+    )
+    return [(s - low) / (high - low) for s in scores]
+
+
+# ranx compiles its numba kernels on first use (about two minutes on a fresh machine): slow
+@pytest.mark.slow
+@pytest.mark.parametrize("members", [2, 3])
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("method", ["convex", "combsum", "combmnz"])
+def test_score_fusions_equal_ranx(method, norm, members):
+    questions = member_lists(seed=members * 100 + NORMS.index(norm), members=members)
+    weights = np.random.default_rng(7).uniform(0.1, 1, size=members) if method == "convex" else None
+    ranx_method, params = {"convex": ("wsum", {"weights": list(weights) if weights is not None else None}),
+                           "combsum": ("sum", {}), "combmnz": ("mnz", {})}[method]  # fmt: skip
+    theirs = ranx.fuse(ranx_runs(questions), norm=RANX_NORM[norm], method=ranx_method, params=params)
+    assert_same(questions, lambda lists: fuse(lists, method, norm, weights), theirs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("members", [2, 3])
+def test_rrf_equals_ranx_and_its_weighted_form_a_weighted_sum_of_reciprocal_ranks(members):
+    questions = member_lists(seed=members, members=members)
+    theirs = ranx.fuse(ranx_runs(questions), norm=None, method="rrf", params={"k": 20})
+    assert_same(questions, lambda lists: fuse(lists, "rrf", k=20), theirs)
+    weights = [0.3, 1.2, 0.5][:members]
+    reciprocal = ranx_runs(questions, term=lambda hits: 1 / (60 + np.arange(1, len(hits) + 1)))
+    theirs = ranx.fuse(reciprocal, norm=None, method="wsum", params={"weights": weights})
+    assert_same(questions, lambda lists: fuse(lists, "rrf", weights=weights), theirs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("members", [2, 3])
+def test_dbsf_is_qdrants_normalisation_summed_as_ranx_sums(members):
+    questions = member_lists(seed=10 + members, members=members)
+    weights = [0.7, 0.2, 1.0][:members]
+    theirs = ranx.fuse(ranx_runs(questions, term=qdrant_dbsf), norm=None, method="wsum", params={"weights": weights})
+    assert_same(questions, lambda lists: fuse(lists, "dbsf", weights=weights), theirs)
+
+
+def test_every_offered_method_and_norm_is_covered_above():
+    assert set(FUSIONS) == {"convex", "combsum", "combmnz", "rrf", "dbsf"}
+    assert set(NORMS) == set(RANX_NORM)
+
+
+def test_reciprocal_ranks_sum_and_ties_go_to_the_lower_id():
+    fused = fuse([Hits(np.zeros(3), np.array([1, 2, 3])), Hits(np.zeros(2), np.array([3, 1]))], "rrf", k=60)
+    assert fused.ids.tolist() == [1, 3, 2]
+    np.testing.assert_allclose(fused.scores, [1 / 61 + 1 / 62, 1 / 63 + 1 / 61, 1 / 62])
+    tied = fuse([Hits(np.zeros(2), np.array([5, 4])), Hits(np.zeros(2), np.array([4, 5]))], "rrf")
+    assert tied.ids.tolist() == [4, 5]
+
+
+def test_a_zero_weight_member_adds_no_candidates_so_the_other_member_stands_alone():
+    dense = Hits(np.array([0.9, 0.8, 0.1]), np.array([7, 3, 9]))
+    lexical = Hits(np.array([12.0, 5.0, 4.0, 1.0]), np.array([3, 1, 2, 8]))
+    for method, norm in [("convex", "min-max"), ("convex", "z"), ("rrf", "none"), ("dbsf", "none")]:
+        alone = fuse([dense, lexical], method, norm, weights=[0.0, 1.0])
+        assert alone.ids.tolist() == [3, 1, 2, 8], method
+    assert fuse([dense, lexical], "convex", weights=[0.0, 0.0]).ids.tolist() == []
+
+
+def test_missing_chunks_get_the_floor_of_the_norm():
+    dense = Hits(np.array([0.9, 0.5]), np.array([1, 2]))
+    lexical = Hits(np.array([8.0, 2.0]), np.array([2, 3]))
+    fused = fuse([dense, lexical], "convex", "min-max", weights=[0.5, 0.5])
+    # min-max: each list's lowest maps to 0, as does a chunk the list lacks
+    assert dict(zip(fused.ids.tolist(), fused.scores.tolist())) == {2: 0.5, 1: 0.5, 3: 0.0}
+    assert fused.ids.tolist() == [1, 2, 3]  # a tie goes to the lower id
+    borda = fuse([dense, lexical], "combsum", "borda")
+    # three candidates: listed at i scores 1 - i/3; missing from a 2-long list, 0.5 - 1/6
+    np.testing.assert_allclose(dict(zip(borda.ids.tolist(), borda.scores.tolist()))[1], 1 + (0.5 - 1 / 6))
+
+
+def test_empty_lists_fuse_to_nothing_and_one_empty_member_leaves_the_other():
+    empty = Hits.empty()
+    assert len(fuse([empty, empty], "convex")) == 0
+    one = Hits(np.array([3.0, 1.0]), np.array([4, 2]))
+    assert fuse([empty, one], "convex", "z").ids.tolist() == [4, 2]
