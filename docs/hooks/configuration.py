@@ -136,6 +136,10 @@ def _component_rows(cls: type, node: dict, prefix: str, comments: dict[str, str]
             allowed = f"the [`{value[2:-1]}`](#{value[2:-1]}) group"
         else:
             allowed = _describe(hint)
+        composed = _composed(node, name)
+        if value is _ABSENT and composed:  # a hybrid's members: options of a group, from the defaults list
+            rows.append(_row(key, allowed, composed, comments.get(key) or _source_comment(cls, name)))
+            continue
         if value is _ABSENT:
             default = _class_default(cls, signature, name)
             shown = "required" if default is _ABSENT else _shown(default) + " (not in the YAML)"
@@ -143,6 +147,19 @@ def _component_rows(cls: type, node: dict, prefix: str, comments: dict[str, str]
             shown = _shown(value)
         rows.append(_row(key, allowed, shown, comments.get(key) or _source_comment(cls, name)))
     return rows
+
+
+def _composed(node: dict, name: str) -> str:
+    """What the option's defaults list puts under `name` (`- /model@members.bm25: bm25`), as
+    `bm25: model=bm25, ...`; "" when nothing."""
+    entries = [entry for entry in node.get("defaults", []) if isinstance(entry, dict)]
+    placed = []
+    for entry in entries:
+        for source, option in entry.items():
+            group, _, package = source.lstrip("/").partition("@")
+            if package.startswith(f"{name}."):
+                placed.append(f"{package.removeprefix(name + '.')}: {group}={option}")
+    return ", ".join(placed)
 
 
 # --- the schema ---------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ class HybridRetriever(Retriever):
 
     def __init__(
         self,
-        members: dict[str, Retriever],
+        members: dict[str, Retriever],  # name -> a model option, one per member (the YAML's defaults list)
         norm: Annotated[str, OneOf(NORMS)] = "min-max",
         fusion: Annotated[str, OneOf(FUSIONS)] = "convex",
         weight: Annotated[float | None, Range(0, 1)] = None,
@@ -79,10 +79,11 @@ class HybridRetriever(Retriever):
 
     def stats(self) -> dict[str, float]:
         """Each member's own, under `member/<name>/`, and their index bytes summed as `index/bytes`."""
-        stats = {f"member/{name}/{key}": v for name, m in self.members.items() for key, v in m.stats().items()}
-        sizes = [m.stats().get("index/bytes") for m in self.members.values()]
-        if any(size is not None for size in sizes):
-            stats["index/bytes"] = float(sum(size or 0.0 for size in sizes))
+        own = {name: member.stats() for name, member in self.members.items()}  # an HNSW's recall check is costly: once
+        stats = {f"member/{name}/{key}": value for name, values in own.items() for key, value in values.items()}
+        sizes = [values["index/bytes"] for values in own.values() if "index/bytes" in values]
+        if sizes:
+            stats["index/bytes"] = float(sum(sizes))
         return stats
 
 
