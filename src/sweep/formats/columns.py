@@ -18,6 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import csv as pa_csv
 
+from sweep.formats.records import NOT_IN_IDS_RE2
+
 
 @dataclass(frozen=True)
 class Strings:
@@ -72,7 +74,8 @@ def read_columns(
     """The columns named in `kinds` ("string" or "float") of a file whose lines hold the fields
     `names`, separated by single `delimiter`s; None when the file is anything else: another number
     of fields on a line, runs of separators, a number that is not one or is not finite, an empty
-    string, bytes that are not UTF-8."""
+    string, a string column holding a character no id may hold (`sweep.formats.records`), bytes
+    that are not UTF-8."""
     try:
         table = pa_csv.read_csv(
             path,
@@ -96,8 +99,9 @@ def read_columns(
             columns[name] = values
             continue
         encoded = pc.dictionary_encode(table[name].combine_chunks())
-        # an empty field is none to trec_eval, one holding other whitespace several
-        if pc.any(pc.match_substring_regex(encoded.dictionary, r"^$|[\s\v]")).as_py():
+        # an empty field is none to trec_eval; one holding a character no id may hold (whitespace
+        # other than the delimiter) goes to the line reader, which names the line
+        if pc.any(pc.match_substring_regex(encoded.dictionary, "^$|" + NOT_IN_IDS_RE2)).as_py():
             return None
         columns[name] = Strings(_numpy(encoded.indices, np.int32), encoded.dictionary)
     return columns

@@ -24,7 +24,7 @@ from sweep.formats.documents import Document as Document
 from sweep.formats.folder import DEFAULT_FOLDER_KEYS, check_folder_keys, check_ids
 from sweep.formats.folder import ID_SCHEMES as ID_SCHEMES
 from sweep.formats.folder import load_folder as load_folder
-from sweep.formats.records import FirstSeen, check_keys, identifier, json_lines
+from sweep.formats.records import FirstSeen, check_keys, identifier, json_lines, regular_file
 
 DOCUMENT_KEYS = ("id", "_id", "title", "text", "metadata")  # _id: BEIR's name for the id
 
@@ -39,8 +39,7 @@ def load_corpus(path: str | Path, *, ids: str = "path", folder_keys: Sequence[st
         if not (path / "corpus.jsonl").exists():
             return load_folder(path, ids=ids, folder_keys=folder_keys)
         path = path / "corpus.jsonl"
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+    regular_file(path, "corpus")
     documents: list[Document] = []
     seen = FirstSeen()
     for number, record in json_lines(path):

@@ -7,15 +7,18 @@ character spans of the document's `content` (what is chunked):
 
 Given the corpus, every excerpt is resolved to its span. An excerpt is looked up verbatim first,
 then with any run of whitespace matching any other (a line break in the document where the label
-has a space); it must occur exactly once, so a label always means one place (lengthen it, or give
-a span, when it repeats). A span may carry `"text"`, which must equal the document's characters
-there. Spans of one document are merged, so evidence is a set of characters per document; chunk
+has a space), then the same in Unicode's composed (NFC) and then decomposed (NFD) form (`é` as one
+character or as `e` and an accent: a label pasted from elsewhere), so that the span is always in
+the document's own characters; it must occur exactly once, so a label always means one place
+(lengthen it, or give a span, when it repeats). A span may carry `"text"`, which must equal the
+document's characters there, or be the same text in another Unicode normal form. Spans of one document are merged, so evidence is a set of characters per document; chunk
 relevance follows from it for any chunking.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -90,15 +93,18 @@ def _locate(item: Span | str, content: str, at: str, what: str) -> Span:
             raise InputError(
                 f"{at}: {what}: span {item.start}-{item.end} ends after the document ({len(content)} characters)"
             )
-        if item.text is not None and content[item.start : item.end] != item.text:
+        if item.text is not None and _nfc(content[item.start : item.end]) != _nfc(item.text):
             raise InputError(
                 f"{at}: {what}: span {item.start}-{item.end} is {_excerpt(content[item.start : item.end])} "
                 f"in the document, not {_excerpt(item.text)}"
             )
         return Span(item.start, item.end)
-    found = _occurrences(content, item)
+    found = next(filter(None, (_occurrences(content, form) for form in _forms(item))), [])
     if not found:
-        raise InputError(f"{at}: {what}: excerpt {_excerpt(item)} is not in the document (even ignoring whitespace)")
+        raise InputError(
+            f"{at}: {what}: excerpt {_excerpt(item)} is not in the document "
+            "(even ignoring whitespace, and in Unicode NFC and NFD)"
+        )
     if len(found) > 1:
         starts = ", ".join(str(start) for start, _ in found[:5])
         raise InputError(
@@ -106,6 +112,15 @@ def _locate(item: Span | str, content: str, at: str, what: str) -> Span:
             f"(at characters {starts}); lengthen it or give a span {{'start', 'end'}}"
         )
     return Span(*found[0])
+
+
+def _forms(excerpt: str) -> Iterable[str]:
+    """The excerpt as given, then composed (NFC), then decomposed (NFD), each once."""
+    return dict.fromkeys((excerpt, _nfc(excerpt), unicodedata.normalize("NFD", excerpt)))
+
+
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
 
 
 def _occurrences(content: str, excerpt: str) -> list[tuple[int, int]]:

@@ -2,15 +2,18 @@
 
 The rules (ids, text and title per kind of file, metadata, unreadable files) are in `load_folder`'s
 docstring. A document from a folder is embedded as its text alone, so that character offsets into
-`Document.content` are offsets into the file's text.
+`Document.content` are offsets into the file's text. HTML's text is `sweep.formats.html_text`'s.
 """
 
 from __future__ import annotations
 
+import codecs
 import datetime
+import io
 import logging
 import os
 import re
+import stat
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
@@ -20,6 +23,9 @@ import yaml
 
 from sweep.errors import InputError, where
 from sweep.formats.documents import SCALARS, Corpus, Document
+from sweep.formats.html_text import MalformedHtml, html_text
+from sweep.formats.records import NOT_IN_IDS, file_kind, trec_safe
+from sweep.formats.unique_keys import UniqueKeyLoader
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +40,7 @@ FOLDER_FORMATS = {
 }
 ID_SCHEMES = ("path", "stem")
 DEFAULT_FOLDER_KEYS = ("department",)
+MAX_FILE_BYTES = 64 * 2**20  # a larger file is skipped, unread
 
 
 def load_folder(folder: str | Path, *, ids: str = "path", folder_keys: Sequence[str] = DEFAULT_FOLDER_KEYS) -> Corpus:
@@ -46,22 +53,27 @@ def load_folder(folder: str | Path, *, ids: str = "path", folder_keys: Sequence[
 
     Ids: with `ids="path"` (the default), the path relative to `folder` with `/` separators
     (`hr/leave.md`); with `ids="stem"`, the file name without its extension (`leave`), and two
-    files with the same stem are an error naming both.
+    files with the same stem are an error naming both. An id must not hold whitespace or a control
+    character (`annual leave.md`: TREC files, which runs are logged as, cannot hold it): such a
+    file name is an error naming the file, to be renamed.
+
+    Files are read as bytes: a UTF-8 byte order mark at the start is dropped (it is not text:
+    offsets count from the character after it).
 
     Text and title, by kind of file:
     - Markdown: the file's text decoded as UTF-8 and otherwise untouched (line endings, leading
       and trailing whitespace included), less its YAML front matter. Front matter: a first line
       `---` and a later line `---` (or `...`); what lies between is read as a YAML mapping into
-      the metadata, and the text starts after the closing line. A first line `---` with no
+      the metadata (a key it repeats makes it malformed), and the text starts after the closing line. A first line `---` with no
       closing line is text. Title: the first level-1 ATX heading (`# Title`), else the first
       ATX heading of any level, outside fenced code blocks; else none.
     - Text: the file's decoded text, untouched; no title.
-    - HTML (UTF-8): the visible text (BeautifulSoup, `html.parser`) without script, style,
-      noscript, template and title elements: whitespace runs collapsed to one space (except in
-      `<pre>`), one line per block element (a blank line around paragraphs, headings, lists,
-      tables, sections, ...; a line break around divs, list items, table rows and at `<br>`; a
-      tab between table cells), runs of blank lines collapsed to one, the whole stripped.
-      Title: `<title>`.
+    - HTML (UTF-8): the visible text (`sweep.formats.html_text`, in time linear in the page's
+      size) without script, style, noscript, template and title elements: whitespace runs
+      collapsed to one space (except in `<pre>`), one line per block element (a blank line around
+      paragraphs, headings, lists, tables, sections, ...; a line break around divs, list items,
+      table rows and at `<br>`; a tab between table cells), runs of blank lines collapsed to one,
+      the whole stripped. Title: `<title>`.
     - PDF: each page's text as pypdf extracts it, stripped, pages without text left out, the
       rest joined with a blank line. Title: the PDF's `/Title` metadata, when present.
     The title is not prepended to the text (`Document.prepend_title` is False): `content` is the
@@ -76,16 +88,19 @@ def load_folder(folder: str | Path, *, ids: str = "path", folder_keys: Sequence[
     become ISO strings (`2024-05-01`); any other value (list, mapping, null) is left out with
     one warning naming the file and the keys.
 
-    Unreadable files are skipped, each with one warning naming the file and why: not UTF-8
-    (Markdown, text, HTML), front matter that is malformed YAML or not a mapping, a PDF pypdf
-    cannot parse or that is encrypted, no text (empty or whitespace only after extraction). A
-    folder without any readable file is an error.
+    Unreadable files are skipped, each with one warning naming the file and why: not a regular
+    file (a named pipe, a device, a link to one: never opened for reading, so nothing waits on
+    it), larger than 64 MiB (`MAX_FILE_BYTES`; never read whole), not UTF-8 (Markdown, text,
+    HTML), front matter that is malformed YAML or not a mapping, a PDF pypdf cannot parse or that
+    is encrypted, no text (empty or whitespace only after extraction). A folder without any
+    readable file is an error.
     """
     folder = Path(folder)
     ids, folder_keys = check_ids(ids), check_folder_keys(folder_keys)
     if not folder.is_dir():
         raise InputError(f"{folder}: no such folder")
     found, ignored = _folder_files(folder)
+    _check_ids(folder, [(_document_id(relative, ids), relative) for relative, _ in found])
     if ids == "stem":
         first: dict[str, str] = {}
         for relative, _ in found:
@@ -110,8 +125,7 @@ def load_folder(folder: str | Path, *, ids: str = "path", folder_keys: Sequence[
             if key in metadata and metadata[key] != value:
                 log.debug("%s: front matter %s=%r overrides %r", file, key, value, metadata[key])
             metadata[key] = value
-        doc_id = relative if ids == "path" else PurePosixPath(relative).stem
-        documents.append(Document(doc_id, text, title, metadata, prepend_title=False))
+        documents.append(Document(_document_id(relative, ids), text, title, metadata, prepend_title=False))
     skipped = len(found) - len(documents)
     others = ", ".join(f"{suffix} {count}" for suffix, count in sorted(ignored.items()))
     log.info(
@@ -122,6 +136,21 @@ def load_folder(folder: str | Path, *, ids: str = "path", folder_keys: Sequence[
         detail = f" ({skipped} unreadable, see the warnings)" if skipped else ""
         raise InputError(f"{folder}: no readable .md/.txt/.html/.pdf files{detail}")
     return Corpus(tuple(documents), source=str(folder))
+
+
+def _document_id(relative: str, ids: str) -> str:
+    return relative if ids == "path" else PurePosixPath(relative).stem
+
+
+def _check_ids(folder: Path, documents: list[tuple[str, str]]) -> None:
+    """Every (id, relative path) `trec_safe`; the error names the first file (quoted: a name may
+    hold a line break) and counts the others."""
+    unsafe = [(doc_id, relative) for doc_id, relative in documents if NOT_IN_IDS.search(doc_id)]
+    if unsafe:
+        doc_id, relative = unsafe[0]
+        n_others = len(unsafe) - 1
+        others = f" (and {n_others} other file{'s' if n_others > 1 else ''} so named)" if n_others else ""
+        trec_safe(doc_id, str(folder), "document id", f"rename {relative!r}{others}")
 
 
 def check_ids(ids: Any) -> str:
@@ -163,15 +192,32 @@ def _folder_files(folder: Path) -> tuple[list[tuple[str, Path]], Counter[str]]:
     return found, ignored
 
 
-def _utf8(file: Path) -> str:
+def _file_bytes(file: Path) -> bytes:
+    """The bytes of a regular file of at most `MAX_FILE_BYTES`. The file is opened without
+    blocking (a named pipe would wait for a writer) and checked before it is read."""
     try:
-        raw = file.read_bytes()
+        descriptor = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as error:
         raise _Unreadable(f"cannot read it ({error.strerror or error})") from None
+    with os.fdopen(descriptor, "rb") as handle:
+        mode = os.fstat(descriptor)
+        if not stat.S_ISREG(mode.st_mode):
+            raise _Unreadable(f"{file_kind(mode.st_mode)}, not a regular file")
+        raw = handle.read(MAX_FILE_BYTES + 1) if mode.st_size <= MAX_FILE_BYTES else b""
+    if mode.st_size > MAX_FILE_BYTES or len(raw) > MAX_FILE_BYTES:
+        raise _Unreadable(f"larger than {MAX_FILE_BYTES // 2**20} MiB (MAX_FILE_BYTES)")
+    return raw
+
+
+def _utf8(file: Path) -> str:
+    """The text of `file`, a byte order mark dropped."""
+    raw = _file_bytes(file)
+    bom = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
     try:
-        return raw.decode("utf-8")
+        return raw[bom:].decode("utf-8")
     except UnicodeDecodeError as error:
-        raise _Unreadable(f"not UTF-8 text (byte 0x{raw[error.start]:02x} at offset {error.start})") from None
+        offset = bom + error.start
+        raise _Unreadable(f"not UTF-8 text (byte 0x{raw[offset]:02x} at offset {offset})") from None
 
 
 # --- Markdown
@@ -196,7 +242,7 @@ def _front_matter(raw: str, file: Path) -> tuple[dict[str, Any], str]:
     if end is None:
         return {}, raw
     try:
-        data = yaml.safe_load("".join(lines[1:end]))
+        data = yaml.load("".join(lines[1:end]), Loader=UniqueKeyLoader)  # PyYAML's safe loader, keys unique
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
@@ -252,45 +298,13 @@ def _text(file: Path) -> tuple[str, str, dict[str, Any]]:
 
 # --- HTML
 
-_INVISIBLE = ["script", "style", "noscript", "template", "title"]
-_PARAGRAPHS = {
-    "p", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "ul", "ol", "dl", "table", "section",
-    "article", "header", "footer", "nav", "aside", "main", "figure", "form", "fieldset", "address", "hr", "details",
-}  # fmt: skip
-_LINES = {"div", "li", "dt", "dd", "tr", "br", "caption", "figcaption", "summary", "legend", "thead", "tbody", "tfoot"}
-_CELLS = {"td", "th"}
-_SPACES = re.compile(r"\s+")
-# what an element ends with, before `get_text`: a paragraph break, a line break, a table cell
-_PARAGRAPH, _LINE, _CELL = "\x1d", "\x1e", "\x1f"
-_BREAKS = re.compile(r"\s*[\x1d\x1e\x1f][\s\x1d\x1e\x1f]*")
-_BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
-
 
 def _html(file: Path) -> tuple[str, str, dict[str, Any]]:
-    from bs4 import BeautifulSoup, NavigableString
-
-    soup = BeautifulSoup(_utf8(file), "html.parser")
-    title = " ".join(soup.title.get_text().split()) if soup.title else ""
-    for tag in soup.find_all(_INVISIBLE):
-        tag.decompose()
-    for string in soup.find_all(string=True):
-        if type(string) is NavigableString:
-            text = re.sub(r"[\x1d\x1e\x1f]", " ", string)
-            string.replace_with(text if string.find_parent("pre") else _SPACES.sub(" ", text))
-    for tag in soup.find_all(True):
-        mark = _PARAGRAPH if tag.name in _PARAGRAPHS else _LINE if tag.name in _LINES else None
-        if mark:
-            tag.insert_before(mark)
-            tag.insert_after(mark)
-        elif tag.name in _CELLS:
-            tag.insert_after(_CELL)
-
-    def brk(run: re.Match) -> str:
-        marks = run.group()
-        return "\n\n" if _PARAGRAPH in marks else "\n" if _LINE in marks else "\t"
-
-    text = _BREAKS.sub(brk, soup.get_text())
-    return _BLANK_LINES.sub("\n\n", text).strip(), title, {}
+    try:
+        text, title = html_text(_utf8(file))
+    except MalformedHtml as error:
+        raise _Unreadable(f"malformed HTML ({error})") from None
+    return text, title, {}
 
 
 # --- PDF
@@ -300,7 +314,7 @@ def _pdf(file: Path) -> tuple[str, str, dict[str, Any]]:
     from pypdf import PdfReader
 
     try:
-        reader = PdfReader(file)
+        reader = PdfReader(io.BytesIO(_file_bytes(file)))
         if reader.is_encrypted and not reader.decrypt(""):
             raise _Unreadable("encrypted PDF")
         pages = [(page.extract_text() or "").strip() for page in reader.pages]

@@ -39,7 +39,7 @@ from sweep.formats.golden_readers import (
 from sweep.formats.golden_set import GoldenSet as GoldenSet
 from sweep.formats.golden_set import Question as Question
 from sweep.formats.golden_set import doc_grades as doc_grades
-from sweep.formats.records import JSON_LINES_SUFFIXES, UNTYPED, first_line, sniff
+from sweep.formats.records import JSON_LINES_SUFFIXES, UNTYPED, first_line, regular_file, sniff
 from sweep.formats.records import RECOMMENDED_SIZE as RECOMMENDED_SIZE  # imported from here too (sweep.label)
 from sweep.formats.records import RECOMMENDED_UNANSWERABLE_SHARE as RECOMMENDED_UNANSWERABLE_SHARE
 
@@ -66,6 +66,7 @@ def load_golden(
     elif path.is_dir():
         golden, corpus_ids = read_beir(path, split, corpus_ids)
     else:
+        regular_file(path, "golden set")
         reader = {"jsonl": read_jsonl, "yaml": read_yaml, "qrels": read_trec_qrels}[_sniff_format(path)]
         golden, lines = reader(path)
     if corpus_ids is not None:

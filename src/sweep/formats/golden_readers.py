@@ -30,6 +30,7 @@ from sweep.formats.records import (
     not_utf8,
 )
 from sweep.formats.trec import read_beir_qrels, read_qrels
+from sweep.formats.unique_keys import UniqueKeyLoader
 
 _QUESTION_KEYS = {"id", "question", "type", "relevant", "evidence", "filters", "tags", "metadata"}
 CHUNKING_EVAL_QUESTIONS = "questions_df.csv"  # Chroma's chunking benchmark: this file + corpora/*.md
@@ -43,7 +44,7 @@ def read_jsonl(path: Path) -> tuple[GoldenSet, dict[str, int]]:
 
 def read_yaml(path: Path) -> tuple[GoldenSet, dict[str, int]]:
     try:
-        loader = yaml.SafeLoader(path.read_text(encoding="utf-8"))
+        loader = UniqueKeyLoader(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise not_utf8(path) from None
     try:

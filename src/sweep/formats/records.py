@@ -1,8 +1,16 @@
 """Reading user files line by line, so that every problem names the file and the line.
 
-Files are UTF-8: a byte that is not is an error naming the line and the byte's offset, never a
-silently replaced character. A key a record does not know is an error with the nearest known one.
-(Large files of whitespace-separated fields are read in columns: `sweep.formats.columns`.)
+Files are regular files (a named pipe or a device is refused before it is opened, so nothing
+hangs) of UTF-8 text: a byte that is not is an error naming the line and the byte's offset, never
+a silently replaced character; a byte order mark before the first line is dropped. A key a record
+does not know is an error with the nearest known one, and so is a key an object repeats
+(`sweep.formats.unique_keys`). (Large files of whitespace-separated fields are read in columns:
+`sweep.formats.columns`.)
+
+Ids, the one rule for every reader and writer: an id (of a question or a document) is a non-empty
+string, or an integer, without whitespace or control characters (`trec_safe`), because TREC
+files, which every run is logged as (`run.trec`), separate their fields by whitespace and cannot
+hold them: such an id is refused where it is read, naming the file and the fix.
 
 Also here, without pandas (`python -m sweep.evaluate` reads TREC files without it): what a golden
 set may hold and the warnings on its size and balance.
@@ -10,14 +18,19 @@ set may hold and the warnings on its size and balance.
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import json
 import logging
+import re
+import stat
+import unicodedata
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from sweep.errors import InputError, where
+from sweep.formats.unique_keys import RepeatedKey, unique_object
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +43,48 @@ MAX_GRADE = 100  # grades are integers up to this; TREC qrels may also go as low
 RECOMMENDED_SIZE = (50, 200)
 RECOMMENDED_UNANSWERABLE_SHARE = (0.10, 0.20)
 
+# what no id may hold: whitespace and control characters (Unicode categories Z* and Cc), which
+# trec_eval, pandas or Python's str.split may take for a field separator
+_NOT_IN_IDS = ((0x00, 0x20), (0x7F, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F),
+               (0x205F, 0x205F), (0x3000, 0x3000))  # fmt: skip
+NOT_IN_IDS = re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in _NOT_IN_IDS) + "]")
+NOT_IN_IDS_RE2 = "[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in _NOT_IN_IDS) + "]"  # the same, for pyarrow
+_TREC_SEPARATORS = re.compile(r"[ \t]+")
+_CHARACTER_NAMES = {" ": "a space", "\t": "a tab", "\n": "a line break", "\r": "a carriage return"}
+_FILE_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))  # fmt: skip
+
+
+def regular_file(path: Path, what: str = "file") -> Path:
+    """`path`, when it is a regular file (or a link to one); else an error saying what it is,
+    found without opening it (opening a named pipe waits for a writer; the readers read a file
+    more than once)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as error:
+        raise InputError(f"{path}: cannot read it ({error.strerror or error})") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"{path}: is a directory, not a {what}")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{path}: {file_kind(mode)}, not a regular file; give a {what} saved on disk")
+    return path
+
+
+def file_kind(mode: int) -> str:
+    """What a file whose `os.stat` mode is `mode` and that is not a regular file is, in words."""
+    return next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
+
 
 def text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text) for every line of a UTF-8 file."""
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, not a file")
+    """(line number, text) for every line of a UTF-8 file, a byte order mark dropped."""
+    regular_file(path)
     offset = 0
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
+            if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw, offset = raw[len(codecs.BOM_UTF8) :], len(codecs.BOM_UTF8)
             try:
                 yield number, raw.decode("utf-8")
             except UnicodeDecodeError as error:
@@ -65,13 +112,27 @@ def first_line(path: Path) -> str:
 
 def sniff(path: Path) -> str:
     """The kind of file, by its extension, else by its first line: "jsonl", "yaml" or "columns"
-    (whitespace-separated fields, as in TREC files)."""
+    (whitespace-separated fields, as in TREC files). A first line that opens with `{` is JSON
+    unless it does not parse and has the 4 or 6+ fields of a TREC line (a query id `{x}`)."""
     suffix = path.suffix.lower()
     if suffix in JSON_LINES_SUFFIXES:
         return "jsonl"
     if suffix in YAML_SUFFIXES:
         return "yaml"
-    return "jsonl" if first_line(path).lstrip().startswith("{") else "columns"
+    line = first_line(path).strip()
+    if not line.startswith("{"):
+        return "columns"
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return "columns" if len(trec_fields(line)) == 4 or len(trec_fields(line)) >= 6 else "jsonl"
+    return "jsonl"
+
+
+def trec_fields(line: str) -> list[str]:
+    """The fields of a line of a TREC file, separated by runs of spaces and tabs as trec_eval
+    separates them (not by the other whitespace `str.split` takes, which no id may hold)."""
+    return _TREC_SEPARATORS.split(line.strip(" \t\r\n"))
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
@@ -79,9 +140,11 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     for number, line in text_lines(path):
         if line.strip():
             try:
-                yield number, json.loads(line)
+                yield number, json.loads(line, object_pairs_hook=unique_object)
             except json.JSONDecodeError as error:
                 raise InputError(f"{where(path, number)}: malformed JSON ({error.msg})") from None
+            except RepeatedKey as error:
+                raise InputError(f"{where(path, number)}: {error}; say each once") from None
 
 
 def check_keys(record: Mapping[str, Any], known: Collection[str], at: str, what: str) -> None:
@@ -95,11 +158,31 @@ def check_keys(record: Mapping[str, Any], known: Collection[str], at: str, what:
             )
 
 
-def identifier(value: Any, at: str, what: str) -> str:
-    """An id given as a non-empty string or an integer, as a string."""
+def identifier(value: Any, at: str, what: str, fix: str = "change it") -> str:
+    """An id given as a non-empty string or an integer, as a string; one that is not `trec_safe`
+    is an error ending with `fix`."""
     if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
         raise InputError(f"{at}: missing or invalid {what}: {value!r}")
-    return str(value)
+    return trec_safe(str(value), at, what, fix)
+
+
+def trec_safe(value: str, at: str, what: str, fix: str = "change it") -> str:
+    """`value`, an id, when a TREC file can hold it (no whitespace, no control character); else an
+    error naming `what`, the character and `fix`."""
+    character = NOT_IN_IDS.search(value)
+    if character is not None:
+        raise InputError(
+            f"{at}: {what} {value!r} contains {character_name(character.group())}, which TREC files (run.trec) "
+            f"cannot hold: they separate fields by whitespace; {fix}"
+        )
+    return value
+
+
+def character_name(character: str) -> str:
+    """`a space`, `a tab`, ..., or `U+00A0 (NO-BREAK SPACE)`."""
+    if character in _CHARACTER_NAMES:
+        return _CHARACTER_NAMES[character]
+    return f"U+{ord(character):04X} ({unicodedata.name(character, 'a control character')})"
 
 
 def warn_if_unbalanced(source: str | Path, n_questions: int, n_unanswerable: int) -> None:

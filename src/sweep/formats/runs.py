@@ -3,7 +3,9 @@
 A run read from a file (a TREC run, read by `sweep.formats.trec`, or JSON Lines, read here) is
 ordered as trec_eval orders it (score descending, then document id descending; the rank column
 is ignored). A run built by the pipeline keeps the
-retriever's order. Either way a document appears at most once per query.
+retriever's order. Either way a document appears at most once per query. Ids follow the one rule
+of `sweep.formats.records` (no whitespace, no control character) where they are read and where a
+run is written as a TREC file (`to_trec`), so that reading it back gives the same ids.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pandas as pd
 
 from sweep.errors import InputError, where
 from sweep.formats.columns import repeats_within, trec_order
-from sweep.formats.records import FirstSeen, check_keys, json_lines, sniff
+from sweep.formats.records import FirstSeen, check_keys, identifier, json_lines, regular_file, sniff
 from sweep.formats.trec import read_run
 
 log = logging.getLogger(__name__)
@@ -80,11 +82,7 @@ class Run:
     @classmethod
     def read(cls, path: str | Path) -> Run:
         """A TREC run (`qid Q0 docid rank score tag`) or JSONL (`{"id": qid, "results": [[docid, score], ...]}`)."""
-        path = Path(path)
-        if path.is_dir():
-            raise InputError(f"{path}: is a directory, not a run file")
-        if not path.is_file():
-            raise InputError(f"{path}: no such file")
+        path = regular_file(Path(path), "run file")
         kind = sniff(path)
         if kind == "yaml":
             raise InputError(f"{path}: a run is a TREC run file or JSON Lines, not YAML")
@@ -111,7 +109,11 @@ class Run:
         return Run(self.frame[keep].reset_index(drop=True), self.name)
 
     def to_trec(self, path: str | Path, tag: str = "golden-sweep") -> None:
+        """The run as a TREC run file; an id a TREC file cannot hold is an error (`records.trec_safe`)."""
         frame = self.frame
+        for column, what in (("qid", "query id"), ("docid", "document id")):
+            for value in frame[column].cat.categories:
+                identifier(value, str(path), what)
         if frame.empty:  # every question abstained: an empty run file, as trec_eval reads it
             Path(path).write_text("", encoding="utf-8")
             return
@@ -174,11 +176,12 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
             check_keys(record, ("id", "results"), at, "a result line")
         if not isinstance(record, dict) or "id" not in record or not isinstance(record.get("results"), list):
             raise InputError(f'{at}: expected {{"id": qid, "results": [[docid, score], ...]}}')
-        qid = str(record["id"])
+        qid = identifier(record["id"], at, "query id")
         seen.add(qid, path, number, "query id")
         for hit in record["results"]:
             if not (isinstance(hit, (list, tuple)) and len(hit) == 2 and isinstance(hit[0], (str, int))):
                 raise InputError(f"{at}: query {qid!r}: result {hit!r} is not a [docid, score] pair")
+            identifier(hit[0], at, f"query {qid!r}: document id")
             score = hit[1]
             if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
                 raise InputError(f"{at}: query {qid!r}: score {score!r} of {hit[0]!r} is not a finite number")

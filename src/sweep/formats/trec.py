@@ -11,11 +11,18 @@ Each file goes to the fastest reader that takes it cleanly:
    or, for anything the faster readers refuse, an `InputError` naming the file, the line and the
    problem.
 BEIR's `qrels/<split>.tsv` (tab-separated, a header line, no iteration field) is read by the same
-qrels reader (`read_beir_qrels`).
+qrels reader (`read_beir_qrels`); a file without the header line is read whole, with a warning.
+
+No reader splits an id or reads a quote as anything but a character: fields are separated by
+spaces and tabs only, as trec_eval separates them, and a field holding a character no id may
+hold (other whitespace, a control character: `sweep.formats.records.trec_safe`) is an error
+naming the line.
 """
 
 from __future__ import annotations
 
+import csv
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +32,7 @@ import numpy as np
 
 from sweep.errors import InputError, where
 from sweep.formats.columns import Strings, read_columns, repeats_within, trec_order
-from sweep.formats.records import MAX_GRADE, first_line, not_utf8, sniff, text_lines
+from sweep.formats.records import MAX_GRADE, NOT_IN_IDS, first_line, not_utf8, sniff, text_lines, trec_fields, trec_safe
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,6 +41,9 @@ TREC_RUN_COLUMNS = ("qid", "q0", "docid", "rank", "score", "tag")
 TREC_QRELS_COLUMNS = ("qid", "iteration", "docid", "grade")
 BEIR_QRELS_COLUMNS = ("qid", "docid", "grade")
 GRADE = re.compile(r"-?\d{1,3}")  # a grade in a TREC file: at most 3 digits, so nothing int64 cannot hold
+_PANDAS_TABLE = {"dtype": str, "keep_default_na": False, "engine": "c", "encoding": "utf-8", "quoting": csv.QUOTE_NONE}
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -133,8 +143,17 @@ def read_qrels(path: Path) -> pd.DataFrame:
 
 def read_beir_qrels(path: Path) -> pd.DataFrame:
     """A BEIR `qrels/<split>.tsv` (`query-id corpus-id score` under a header line, tab-separated)
-    as `read_qrels` gives TREC qrels."""
-    return _read_qrels_table(path, "\t", BEIR_QRELS_COLUMNS, header=0)
+    as `read_qrels` gives TREC qrels. A first line whose score is an integer is a judgment, not a
+    header: the file is read whole, with a warning (BEIR's own loader would drop that judgment)."""
+    first = first_line(path).rstrip("\r\n").split("\t")
+    headerless = GRADE.fullmatch(first[-1].strip()) is not None
+    if headerless:
+        log.warning(
+            "%s: no header line (query-id, corpus-id, score): its first line is read as a judgment "
+            "(BEIR's own loader would skip it)",
+            path,
+        )
+    return _read_qrels_table(path, "\t", BEIR_QRELS_COLUMNS, header=None if headerless else 0)
 
 
 def _read_qrels_table(path: Path, sep: str, columns: tuple[str, ...], header: int | None) -> pd.DataFrame:
@@ -142,17 +161,7 @@ def _read_qrels_table(path: Path, sep: str, columns: tuple[str, ...], header: in
     import pandas as pd
 
     try:
-        frame = pd.read_csv(
-            path,
-            sep=sep,
-            header=header,
-            names=list(columns),
-            dtype=str,
-            keep_default_na=False,
-            na_values=[""],
-            engine="c",
-            encoding="utf-8",
-        )
+        frame = pd.read_csv(path, sep=sep, header=header, names=list(columns), na_values=[""], **_PANDAS_TABLE)
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: empty file") from None
     except UnicodeDecodeError:
@@ -160,7 +169,12 @@ def _read_qrels_table(path: Path, sep: str, columns: tuple[str, ...], header: in
     except pd.errors.ParserError:
         frame = None
     skip = 1 if header is not None else 0
-    if frame is None or frame.isna().any().any() or not frame["grade"].str.fullmatch(GRADE.pattern).all():
+    if (
+        frame is None
+        or frame.isna().any().any()
+        or not frame["grade"].str.fullmatch(GRADE.pattern).all()
+        or not _ids_are_safe(frame)
+    ):
         _raise_first_bad_qrels_line(path, sep, len(columns), skip)
     if frame.empty:
         raise InputError(f"{path}: empty file (no judgments)")
@@ -169,14 +183,24 @@ def _read_qrels_table(path: Path, sep: str, columns: tuple[str, ...], header: in
     return frame.astype({"grade": np.int64})
 
 
+def _ids_are_safe(frame: pd.DataFrame) -> bool:
+    """Whether every qid and docid of `frame` is one no id rule refuses (each distinct one checked once)."""
+    return not any(NOT_IN_IDS.search(value) for column in ("qid", "docid") for value in frame[column].unique())
+
+
+def _check_ids(qid: str, docid: str, at: str) -> None:
+    trec_safe(qid, at, "query id")
+    trec_safe(docid, at, "document id")
+
+
 def _raise_first_bad_qrels_line(path: Path, sep: str, n_fields: int, skip: int) -> None:
     for number, line in text_lines(path):
         if number <= skip or not line.strip():
             continue
-        fields = line.split("\t") if sep == "\t" else line.split()
-        fields = [f.strip() for f in fields]
+        fields = [f.strip(" \r\n") for f in line.split("\t")] if sep == "\t" else trec_fields(line)
         if len(fields) != n_fields:
             raise InputError(f"{where(path, number)}: expected {n_fields} fields, found {len(fields)}")
+        _check_ids(fields[0], fields[-2], where(path, number))
         try:
             grade = int(fields[-1])
         except ValueError:
@@ -209,6 +233,7 @@ def read_run(path: Path) -> pd.DataFrame:
             dtype={"qid": str, "docid": str, "tag": str, "score": float},  # str: "007" stays "007"
             engine="c",
             encoding="utf-8",
+            quoting=csv.QUOTE_NONE,  # a quote is a character of an id, as trec_eval reads it
         )
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: empty file") from None
@@ -216,7 +241,7 @@ def read_run(path: Path) -> pd.DataFrame:
         return _read_run_lines(path)
     if frame.empty:
         raise InputError(f"{path}: empty file")
-    if frame.isna().any().any() or not np.isfinite(frame["score"]).all():
+    if frame.isna().any().any() or not np.isfinite(frame["score"]).all() or not _ids_are_safe(frame):
         return _read_run_lines(path)  # it names the line
     return frame
 
@@ -226,13 +251,14 @@ def _read_run_lines(path: Path) -> pd.DataFrame:
 
     qids, docs, scores = [], [], []
     for number, line in text_lines(path):
-        fields = line.split()
-        if not fields:
+        if not line.strip():
             continue
+        fields = trec_fields(line)
         if len(fields) < len(TREC_RUN_COLUMNS):
             raise InputError(
                 f"{where(path, number)}: expected 6 fields 'qid Q0 docid rank score tag', found {len(fields)}"
             )
+        _check_ids(fields[0], fields[2], where(path, number))
         score = _number(fields[4], where(path, number))
         if not np.isfinite(score):
             raise InputError(f"{where(path, number)}: score is {fields[4]}; scores must be finite numbers")

@@ -3,7 +3,8 @@
 They implement `Retriever` like the dense retriever does: (scores, chunk ids), best first,
 id -1 past the last match. A chunk that shares no term with the query scores 0 and is
 not a match, so a query with no overlap at all gets an empty result. Scoring is exhaustive,
-so a restricted search is always exact.
+so a restricted search is always exact. A corpus in which no chunk has a single term to index
+(emoji, symbols, stop words only) is an `InputError`: a lexical model cannot search it.
 
 BM25's defaults are those of MTEB's `baseline-bm25s` (bm25s's own BEIR baseline): bm25s's
 tokenizer (lowercase words of 2+ characters), English stop words, PyStemmer's Snowball `english`
@@ -21,6 +22,7 @@ from typing import Annotated, Any
 import numpy as np
 import Stemmer
 
+from sweep.errors import InputError
 from sweep.retrieval.base import Retriever
 from sweep.settings import OneOf, Range, checked
 
@@ -51,6 +53,14 @@ class LexicalRetriever(Retriever):
     """Times its own build; subclasses index the texts in `_index`."""
 
     index_s: float = 0.0
+    model_name: str  # as `model=` names it
+
+    def no_terms(self, n_chunks: int) -> InputError:
+        """The error for chunks among which not one has a term to index."""
+        return InputError(
+            f"model={self.model_name}: none of the {n_chunks} chunks has a word it can index (only emoji, symbols, "
+            "punctuation or stop words): a lexical model cannot search this corpus; use a dense one (model=minilm)"
+        )
 
     def build(self, texts: Sequence[str]) -> None:
         start = time.perf_counter()
@@ -72,6 +82,8 @@ class BM25Retriever(LexicalRetriever):
     stop words (null: none); `method`: bm25s's variant (`lucene`, `robertson`, `atire`, `bm25l`,
     `bm25+`); `k1`, `b`: term-frequency saturation and length normalisation; `delta`: the floor
     `bm25l` and `bm25+` add (the others ignore it). The defaults reproduce MTEB's `baseline-bm25s`."""
+
+    model_name = "bm25"
 
     def __init__(
         self,
@@ -100,8 +112,11 @@ class BM25Retriever(LexicalRetriever):
         import bm25s
 
         self.n_chunks = len(texts)
+        tokens = self.tokenize(texts)
+        if not tokens.vocab:
+            raise self.no_terms(len(texts))
         self.model = bm25s.BM25(k1=self.k1, b=self.b, delta=self.delta, method=self.method)
-        self.model.index(self.tokenize(texts), show_progress=False)
+        self.model.index(tokens, show_progress=False)
 
     def search(
         self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
@@ -116,6 +131,8 @@ class BM25Retriever(LexicalRetriever):
 
 @checked("model")
 class TfidfRetriever(LexicalRetriever):
+    model_name = "tfidf"
+
     def __init__(
         self,
         sublinear_tf: bool = True,
@@ -130,6 +147,9 @@ class TfidfRetriever(LexicalRetriever):
         self.vectorizer = TfidfVectorizer(
             sublinear_tf=self.sublinear_tf, ngram_range=(1, self.ngram_max), stop_words=self.stop_words
         )
+        terms = self.vectorizer.build_analyzer()
+        if not any(terms(text) for text in texts):
+            raise self.no_terms(len(texts))
         self.matrix = self.vectorizer.fit_transform(list(texts))  # rows are unit length: dot = cosine
 
     def search(
