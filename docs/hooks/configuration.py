@@ -79,15 +79,21 @@ def reference(conf: Path) -> str:
         out += ["", f"### `{group}` {{ #{group} }}", ""]
         for option in _options(conf, group):
             out += _option_section(conf, group, option, schema)
+        for nested in sorted(p.name for p in (conf / group).iterdir() if p.is_dir() and any(p.glob("*.yaml"))):
+            anchor = f"{group}-{nested}"
+            out += ["", f"### `{group}/{nested}` {{ #{anchor} }}", "", f"Chosen with `{group}/{nested}=option`.", ""]
+            for option in _options(conf / group, nested):
+                out += _option_section(conf, f"{group}/{nested}", option, schema)
     return "\n".join(out) + "\n"
 
 
 def _option_section(conf: Path, group: str, option: str, schema: type) -> list[str]:
     path = conf / group / f"{option}.yaml"
     node = _load_yaml(path)
-    comments = {f"{group}.{k}": v for k, v in _yaml_comments(path).items()}
+    key = group.replace("/", ".")  # a nested group's settings: model/embedder=openai sets model.embedder.*
+    comments = {f"{key}.{k}": v for k, v in _yaml_comments(path).items()}
     header = _header_comment(path)
-    anchor = f"{group}-{option.replace('_', '-')}"
+    anchor = f"{group.replace('/', '-')}-{option.replace('_', '-')}"
     out = [f"#### `{group}={option}` {{ #{anchor} }}", ""]
     target = node.get("_target_") if isinstance(node, dict) else None
     if header:
@@ -103,7 +109,7 @@ def _option_section(conf: Path, group: str, option: str, schema: type) -> list[s
     if target:
         cls = _import(target, f"conf/{group}/{option}.yaml")
         out += [f"Class: `{target}`.", ""]
-        rows += _component_rows(cls, node, group, comments)
+        rows += _component_rows(cls, node, key, comments)
     else:  # a group of plain settings (golden): the schema's nested dataclass for it
         hint = typing.get_type_hints(schema, include_extras=True).get(group)
         nested = _dataclass_in(hint)
@@ -136,8 +142,14 @@ def _component_rows(cls: type, node: dict, prefix: str, comments: dict[str, str]
             allowed = f"the [`{value[2:-1]}`](#{value[2:-1]}) group"
         else:
             allowed = _describe(hint)
-        composed = _composed(node, name)
-        if value is _ABSENT and composed:  # a hybrid's members: options of a group, from the defaults list
+        composed = _composed(node, name, prefix)
+        if value is _ABSENT and composed:  # from the defaults list: a hybrid's members, or a nested group's option
+            top = prefix.split(".")[0]
+            if (conf_group := f"{top}/{name}") in composed:
+                allowed, composed = (
+                    f"the [`{conf_group}`](#{top}-{name}) group",
+                    f"`{composed.split('=')[1].split(']')[0]}`",
+                )
             rows.append(_row(key, allowed, composed, comments.get(key) or _source_comment(cls, name)))
             continue
         if value is _ABSENT:
@@ -149,9 +161,10 @@ def _component_rows(cls: type, node: dict, prefix: str, comments: dict[str, str]
     return rows
 
 
-def _composed(node: dict, name: str) -> str:
-    """What the option's defaults list puts under `name` (`- /model@members.bm25: bm25`), as
-    `bm25: model=bm25, ...`; "" when nothing."""
+def _composed(node: dict, name: str, prefix: str) -> str:
+    """What the option's defaults list puts under `name`: a hybrid's members
+    (`- /model@members.bm25: bm25`) as `bm25: model=bm25, ...`, a nested group (`- embedder: local`)
+    as `model/embedder=local`; "" when nothing."""
     entries = [entry for entry in node.get("defaults", []) if isinstance(entry, dict)]
     placed = []
     for entry in entries:
@@ -159,6 +172,8 @@ def _composed(node: dict, name: str) -> str:
             group, _, package = source.lstrip("/").partition("@")
             if package.startswith(f"{name}."):
                 placed.append(f"{package.removeprefix(name + '.')}: {group}={option}")
+            elif source == name:
+                placed.append(f"[{prefix.split('.')[0]}/{name}={option}](#{prefix.split('.')[0]}-{name})")
     return ", ".join(placed)
 
 

@@ -15,6 +15,7 @@ from helpers.commands import compose_config
 from sweep.experiment.trial import Settings
 from sweep.retrieval.base import Retriever
 from sweep.retrieval.chunking import Chunker
+from sweep.retrieval.embed import Embedder
 from sweep.retrieval.filters import Filter
 from sweep.retrieval.index import FaissIndex
 from sweep.retrieval.pipeline import Pipeline
@@ -24,6 +25,7 @@ from sweep.settings import schema_defaults
 CONF = resources.files("sweep.conf")
 GROUPS = {
     "model": Retriever,
+    "model/embedder": Embedder,  # a group inside the dense model's config
     "chunking": Chunker,
     "index": FaissIndex,
     "filter": Filter,
@@ -32,6 +34,7 @@ GROUPS = {
 }
 NEEDS = {  # options that cannot run without a value only the user has
     ("model", "custom"): ["model._target_=sweep.retrieval.lexical.BM25Retriever"],
+    ("model/embedder", "openai"): ["model.embedder.model=text-embedding-3-small"],
     ("reranker", "cross_encoder"): ["reranker.model={folder}"],
     ("golden", "beir"): ["golden.path={folder}"],
     ("golden", "chunking_eval"): ["golden.path={folder}"],
@@ -53,7 +56,7 @@ def test_option_instantiates(group, option, tmp_path):
     extra = [override.format(folder=tmp_path) for override in NEEDS.get((group, option), [])]
     cfg = compose_config(f"{group}={option}", *extra)
     OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
-    node = cfg[group]
+    node = OmegaConf.select(cfg, group.replace("/", "."))
     if "_target_" not in node:  # golden: paths, not an object
         assert set(node) == {"path", "corpus", "split", "corpus_ids", "ignore_identical_ids"}
         return
@@ -73,7 +76,7 @@ def test_option_values_agree_with_the_class_defaults(group, option):
     for key in node:
         if key.startswith("_") or key == "defaults":  # Hydra's keys (_target_, _convert_, a defaults list)
             continue
-        if OmegaConf.is_interpolation(node, key) or OmegaConf.is_dict(node[key]):
+        if OmegaConf.is_missing(node, key) or OmegaConf.is_interpolation(node, key) or OmegaConf.is_dict(node[key]):
             continue
         assert key in parameters, f"{group}/{option}.yaml: {key} is not a parameter of {node._target_}"
         default = parameters[key].default

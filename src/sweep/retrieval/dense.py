@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from sweep.retrieval.base import Retriever
-from sweep.retrieval.embed import CorpusEmbedding, EmbeddingCache, SentenceTransformerEmbedder
+from sweep.retrieval.embed import CorpusEmbedding, Embedder, EmbeddingCache
 from sweep.retrieval.index import FaissIndex
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ ALONE_SAMPLE = 32  # questions encoded one at a time for the per-question latenc
 class DenseRetriever(Retriever):
     def __init__(
         self,
-        embedder: SentenceTransformerEmbedder,
+        embedder: Embedder,
         index: FaissIndex,
         cache: EmbeddingCache | None = None,
         embed: CorpusEmbedding | None = None,
@@ -68,19 +68,43 @@ class DenseRetriever(Retriever):
     def prepare_queries(self, queries: Sequence[str]) -> float:
         """Encode every question in batches now; a search then looks its vector up. Returns the
         median time to encode one question alone (timed on the first `ALONE_SAMPLE` questions):
-        what a live system pays per question, which a batch hides."""
+        what a live system pays per question, which a batch hides. A remote embedder's question
+        vectors and those timings are cached as its corpus vectors are (they cost requests), so a
+        second run on the same questions makes none."""
         start = time.perf_counter()
         unique = list(dict.fromkeys(queries))
-        self._queries = dict(zip(unique, self.embedder.encode_queries(unique)))
+        sample = unique[:ALONE_SAMPLE]
+        keys = self._query_keys(unique, sample)
+        stored = [self.cache.get(key) for key in keys] if keys else [None, None]
+        vectors = stored[0] if stored[0] is not None else self.embedder.encode_queries(unique)
+        self._queries = dict(zip(unique, vectors))
         self._stats["time/query_encode_s"] = time.perf_counter() - start
         self._stats["latency/query_encode_ms_mean"] = 1000 * self._stats["time/query_encode_s"] / max(1, len(unique))
-        alone = []
-        for query in unique[:ALONE_SAMPLE]:
-            start = time.perf_counter()
-            self.embedder.encode_queries([query])
-            alone.append(1000 * (time.perf_counter() - start))
-        self._stats["latency/query_encode_ms_p50"] = float(np.median(alone)) if alone else 0.0
+        alone = (
+            stored[1] if stored[1] is not None else np.array([self._time_alone(q) for q in sample], dtype=np.float32)
+        )
+        if keys and stored[0] is None:
+            self.cache.put(keys[0], np.asarray(vectors, dtype=np.float32))
+        if keys and stored[1] is None and len(alone):
+            self.cache.put(keys[1], alone.reshape(-1, 1))
+        self._stats["latency/query_encode_ms_p50"] = float(np.median(alone)) if len(alone) else 0.0
         return self._stats["latency/query_encode_ms_p50"]
+
+    def _query_keys(self, unique: list[str], sample: list[str]) -> list[str]:
+        """Cache keys of a remote embedder's question vectors and of its one-at-a-time timings; []
+        for a local model (it is timed afresh: its cost is this machine's)."""
+        if not (self.embedder.remote and self.cache is not None and unique):
+            return []
+        identity = self.embedder.identity
+        return [
+            self.cache.key(identity | {"role": "queries"}, unique),
+            self.cache.key(identity | {"role": "query ms"}, sample),
+        ]
+
+    def _time_alone(self, query: str) -> float:
+        start = time.perf_counter()
+        self.embedder.encode_queries([query])
+        return 1000 * (time.perf_counter() - start)
 
     def search(
         self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
@@ -93,7 +117,7 @@ class DenseRetriever(Retriever):
     def stats(self) -> dict[str, float]:
         """Build costs, query encoding and, on an approximate index, `index/recall_vs_exact_at_10`
         over the prepared questions."""
-        stats = dict(self._stats)
+        stats = dict(self._stats) | self.embedder.stats()
         if self.index.approximate and self._queries:
             stats["index/recall_vs_exact_at_10"] = self.index.recall_vs_exact(np.stack(list(self._queries.values())))
         return stats

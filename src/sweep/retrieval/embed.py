@@ -31,8 +31,43 @@ from sweep.settings import NonEmpty, OneOf, Range, checked
 log = logging.getLogger(__name__)
 
 
+class Embedder:
+    """What the dense retriever asks of an embedding model: unit-length vectors (inner product =
+    cosine) for documents and for questions, an `identity` that keys the cache (everything that
+    changes a vector, nothing secret), and what it cost (`stats`)."""
+
+    remote = False  # an endpoint: its question vectors (and their timings) are cached too, as requests cost
+
+    def load(self) -> Any:
+        """Get ready to embed (load the model, open the client), so that the first encode does not pay for it."""
+
+    def truncated_share(self, texts: Sequence[str]) -> float:
+        """The share of `texts` longer than the model reads (0 when the model does not say)."""
+        return 0.0
+
+    max_seq_length = 0  # tokens the model reads (0: unknown)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def before_embedding(self, texts: Sequence[str]) -> None:
+        """Called with the corpus texts the cache does not have, before any is embedded: an
+        endpoint estimates their cost here and may refuse."""
+
+    def stats(self) -> dict[str, float]:
+        """Tokens, requests, retries, cost: MLflow metrics."""
+        return {}
+
+
 @checked("model.embedder")
-class SentenceTransformerEmbedder:
+class SentenceTransformerEmbedder(Embedder):
     """Unit-length embeddings (inner product = cosine) from a local sentence-transformers model."""
 
     def __init__(
@@ -54,7 +89,7 @@ class SentenceTransformerEmbedder:
         return self.model
 
     @property
-    def max_seq_length(self) -> int:
+    def max_seq_length(self) -> int:  # type: ignore[override]
         return int(self.model.max_seq_length)
 
     def truncated_share(self, texts: Sequence[str], block: int = 4096) -> float:
@@ -136,7 +171,7 @@ class CorpusEmbedding:
         self.workers, self.cpus_per_worker = workers, cpus_per_worker
 
     def embed(
-        self, embedder: SentenceTransformerEmbedder, texts: Sequence[str], cache: EmbeddingCache | None = None
+        self, embedder: Embedder, texts: Sequence[str], cache: EmbeddingCache | None = None
     ) -> tuple[np.ndarray, float]:
         """(the documents' unit vectors, one row per text; the share of texts read from the cache)."""
         if not texts:
@@ -167,6 +202,7 @@ class CorpusEmbedding:
             else:
                 missing.append(shard)
         cached = len(texts) - sum(len(shard.texts) for shard in missing)
+        embedder.before_embedding([text for shard in missing for text in shard.texts])
         with tqdm(total=len(texts), initial=cached, desc="embedding", unit="chunk", disable=None) as bar:
             if self.backend == "ray":
                 computed = ((shard, vectors, False) for shard, vectors in self._on_ray(embedder, missing))
@@ -184,7 +220,7 @@ class CorpusEmbedding:
 
     @staticmethod
     def _here(
-        embedder: SentenceTransformerEmbedder, shards: list[Shard], cache: EmbeddingCache | None
+        embedder: Embedder, shards: list[Shard], cache: EmbeddingCache | None
     ) -> Iterator[tuple[Shard, np.ndarray, bool]]:
         """(shard, its vectors, whether another process stored them while this one waited for its
         claim); each yielded with the claim held, so the caller stores the vectors under it."""
@@ -203,6 +239,10 @@ class CorpusEmbedding:
         """Each shard as a Ray worker finishes it, in any order; at most one shard per worker in flight."""
         if not shards:
             return
+        if not isinstance(embedder, SentenceTransformerEmbedder):  # a Ray worker loads a local folder
+            raise InputError(
+                "model.embed.backend=ray embeds with a local model only; an endpoint takes model.embedder.max_concurrency"
+            )
         try:
             import ray
             from ray.util import ActorPool

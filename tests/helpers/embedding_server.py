@@ -1,0 +1,90 @@
+"""A real OpenAI-compatible embeddings server for the tests: the bundled MiniLM behind FastAPI and
+uvicorn on 127.0.0.1, with a request counter and injectable faults.
+
+    python tests/helpers/embedding_server.py --port 8123 [--key SECRET]
+
+`POST /v1/embeddings` answers as OpenAI does (`data[{index, embedding}]`, `usage.prompt_tokens`
+counted with the model's tokenizer; `dimensions` truncates). `GET /admin/stats` gives the counts;
+`POST /admin/faults` sets what goes wrong: `{"every": 20, "rate_limit": 3, "server_error": 7,
+"slow": 11, "slow_s": 3}` answers the 3rd request of every 20 with 429 and `Retry-After: 1`, the
+7th with 500 and holds the 11th for 3 s; `{"width": 100}` cuts every vector to 100 numbers,
+`{"short": true}` drops the last vector of every answer, `{"not_json": true}` answers 200 with HTML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+from sentence_transformers import SentenceTransformer
+
+from sweep.retrieval.models import default_model_path
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+
+
+def create_app(key: str | None = None) -> FastAPI:
+    app = FastAPI()
+    model = SentenceTransformer(default_model_path(), device="cpu", local_files_only=True)
+    state = {"embedding_requests": 0, "answered": 0, "texts": 0, "faults": {}}
+    lock = threading.Lock()
+
+    @app.get("/admin/stats")
+    def stats() -> dict:
+        return {k: v for k, v in state.items() if k != "faults"}
+
+    @app.post("/admin/faults")
+    async def faults(request: Request) -> dict:
+        state["faults"] = await request.json()
+        return state["faults"]
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request):
+        with lock:
+            state["embedding_requests"] += 1
+            number = state["embedding_requests"]
+        if key is not None and request.headers.get("authorization") != f"Bearer {key}":
+            return JSONResponse({"error": {"message": "invalid api key"}}, status_code=401)
+        body = await request.json()
+        if body.get("model") != MODEL_NAME:
+            return JSONResponse({"error": {"message": f"model {body.get('model')} not found"}}, status_code=404)
+        faults = state["faults"]
+        position = (number - 1) % faults["every"] + 1 if faults.get("every") else None
+        if position is not None and position == faults.get("rate_limit"):
+            return JSONResponse({"error": {"message": "slow down"}}, status_code=429, headers={"Retry-After": "1"})
+        if position is not None and position == faults.get("server_error"):
+            return JSONResponse({"error": {"message": "boom"}}, status_code=500)
+        if position is not None and position == faults.get("slow"):
+            time.sleep(faults.get("slow_s", 3))
+        if faults.get("not_json"):
+            return PlainTextResponse("<html>gateway</html>", status_code=200, media_type="text/html")
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        vectors = model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+        width = faults.get("width") or body.get("dimensions") or vectors.shape[1]
+        rows = [[float(x) for x in vector[:width]] for vector in vectors]
+        if faults.get("short"):
+            rows = rows[:-1]
+        tokens = sum(len(ids) for ids in model.tokenizer(texts)["input_ids"])
+        with lock:
+            state["answered"] += 1
+            state["texts"] += len(texts)
+        return {
+            "object": "list",
+            "model": MODEL_NAME,
+            "data": [{"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(rows)],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+    return app
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--key", default=None)
+    arguments = parser.parse_args()
+    uvicorn.run(create_app(arguments.key), host="127.0.0.1", port=arguments.port, log_level="warning")

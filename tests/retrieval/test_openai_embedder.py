@@ -1,0 +1,183 @@
+"""`model/embedder=openai` against a real OpenAI-compatible server on 127.0.0.1 (the bundled MiniLM
+behind FastAPI, `helpers/embedding_server.py`), through the official `openai` client: the same
+numbers as the local model, the cache, faults, strictness and a key that never leaks."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers.commands import one_error_line, runs_in, sweep
+from helpers.paths import KB
+from sweep.errors import InputError
+from sweep.retrieval.endpoints import OpenAIEmbedder
+
+SERVER = Path(__file__).parents[1] / "helpers" / "embedding_server.py"
+KEY = "sk-test-5f1e0c2b9a7d4e6f8a1b3c5d7e9f0a2b"  # a value that must never appear in anything written
+MODEL = "all-MiniLM-L6-v2"
+
+
+def call(url: str, body: dict | None = None) -> dict:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+class Server:
+    def __init__(self, port: int) -> None:
+        self.root = f"http://127.0.0.1:{port}"
+        self.base_url = f"{self.root}/v1"
+
+    def requests(self) -> int:
+        return call(f"{self.root}/admin/stats")["embedding_requests"]
+
+    def faults(self, **faults) -> None:
+        call(f"{self.root}/admin/faults", faults)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(SERVER.parents[1]), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen([sys.executable, str(SERVER), "--port", str(port), "--key", KEY], env=env)
+    running = Server(port)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                running.requests()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise AssertionError("the embedding server did not start") from None
+                time.sleep(0.3)
+        yield running
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+@pytest.fixture
+def clean(server):
+    server.faults()
+    yield server
+    server.faults()
+
+
+def embedder(server, **settings) -> OpenAIEmbedder:
+    os.environ["SWEEP_TEST_KEY"] = KEY
+    return OpenAIEmbedder(
+        **{"model": MODEL, "base_url": server.base_url, "api_key_env": "SWEEP_TEST_KEY", "timeout": 5} | settings
+    )
+
+
+def sweep_with_endpoint(cwd: Path, server, *overrides: str) -> subprocess.CompletedProcess:
+    endpoint = ("model/embedder=openai", f"model.embedder.base_url={server.base_url}", f"model.embedder.model={MODEL}")
+    return sweep(cwd, KB, *endpoint, *overrides, env={"OPENAI_API_KEY": KEY})
+
+
+@pytest.mark.slow  # python -m sweep in a subprocess
+def test_the_endpoint_scores_as_the_local_model_and_a_second_run_sends_nothing(tmp_path, clean):
+    (tmp_path / "local").mkdir()
+    local = sweep(tmp_path / "local", KB)
+    assert local.returncode == 0, local.stderr[-2000:]
+    (tmp_path / "api").mkdir()
+    before = clean.requests()
+    first = sweep_with_endpoint(tmp_path / "api", clean, "model.embedder.price_per_mtok=0.02")
+    assert first.returncode == 0, first.stderr[-2000:]
+    sent = clean.requests() - before
+    second = sweep_with_endpoint(tmp_path / "api", clean, "model.embedder.price_per_mtok=0.02")
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert clean.requests() - before == sent > 0  # the second run: not one request
+    _, local_runs = runs_in(f"sqlite:///{tmp_path / 'local' / 'mlflow.db'}")
+    _, api_runs = runs_in(f"sqlite:///{tmp_path / 'api' / 'mlflow.db'}")
+    first_run, second_run = sorted(api_runs, key=lambda r: r.info.start_time)
+    assert round(first_run.data.metrics["ndcg_at_10"], 4) == round(local_runs[0].data.metrics["ndcg_at_10"], 4)
+    assert second_run.data.metrics["ndcg_at_10"] == first_run.data.metrics["ndcg_at_10"]
+    assert first_run.data.metrics["embed/tokens"] > 0 and first_run.data.metrics["cost/embed_usd"] > 0
+    assert second_run.data.metrics["embed/requests"] == 0 and second_run.data.metrics["cost/embed_usd"] == 0
+    assert second_run.data.metrics["embed/query_requests"] == 0
+    written = [tmp_path / "api" / "mlflow.db", *(tmp_path / "api").rglob("*")]
+    leaked = [p for p in written if p.is_file() and KEY.encode() in p.read_bytes()]
+    assert leaked == [] and KEY not in first.stdout + first.stderr + second.stdout + second.stderr
+
+
+def test_faults_are_retried_to_the_same_vectors_and_counted(clean):
+    texts = [f"chunk number {i} about annual leave and expenses" for i in range(300)]
+    expected = embedder(clean, batch_size=16).encode_documents(texts)
+    clean.faults(every=12, rate_limit=2, server_error=5, slow=8, slow_s=10)  # held past the 6 s timeout
+    faulty = embedder(clean, batch_size=16, timeout=6, max_concurrency=2)
+    vectors = faulty.encode_documents(texts)
+    np.testing.assert_allclose(vectors, expected, atol=1e-6)
+    stats = faulty.stats()
+    assert stats["embed/requests"] == 19 and stats["embed/retries"] >= 3
+
+
+@pytest.mark.parametrize(
+    ("faults", "settings", "message"),
+    [
+        (
+            {"width": 100},
+            {"dimensions": 384},
+            "returned 100-dimensional vectors where model.embedder.dimensions gave 384",
+        ),
+        ({"short": True}, {}, "returned 2 vectors for 3 texts"),
+        ({"not_json": True}, {}, "not an embeddings answer"),
+        (
+            {},
+            {"model": "no-such-model"},
+            "model.embedder.model=no-such-model: .* has no such model or no /embeddings \\(404\\)",
+        ),
+        (
+            {},
+            {"api_key_env": "SWEEP_UNSET_KEY"},
+            "model.embedder.api_key_env=SWEEP_UNSET_KEY: the variable is not set \\(401",
+        ),
+    ],
+)
+def test_a_bad_answer_is_one_line(clean, faults, settings, message):
+    clean.faults(**faults)
+    with pytest.raises(InputError, match=message) as error:
+        embedder(clean, **settings).encode_documents(["one", "two", "three"])
+    assert "\n" not in str(error.value) and KEY not in str(error.value)
+
+
+def test_a_refused_key_is_named_never_shown(clean, monkeypatch):
+    monkeypatch.setenv("SWEEP_WRONG_KEY", "sk-wrong-0000000000000000")
+    with pytest.raises(
+        InputError, match="api_key_env=SWEEP_WRONG_KEY: the variable holds a key the server refused"
+    ) as error:
+        embedder(clean, api_key_env="SWEEP_WRONG_KEY").encode_documents(["one"])
+    assert "sk-wrong" not in str(error.value)
+
+
+@pytest.mark.slow  # python -m sweep in a subprocess
+def test_a_wrong_dimension_fails_the_run_with_one_line_and_caches_nothing(tmp_path, clean):
+    clean.faults(width=100)
+    result = sweep_with_endpoint(tmp_path, clean, "model.embedder.dimensions=384")
+    assert result.returncode == 2
+    assert "returned 100-dimensional vectors" in one_error_line(result.stderr)
+    assert not list((tmp_path / "cache").glob("*.npz"))
+
+
+@pytest.mark.slow  # python -m sweep in a subprocess
+def test_max_cost_refuses_before_any_request(tmp_path, clean):
+    before = clean.requests()
+    result = sweep_with_endpoint(
+        tmp_path, clean, "model.embedder.price_per_mtok=20", "model.embedder.max_cost_usd=0.001"
+    )
+    assert result.returncode == 2
+    assert "model.embedder.max_cost_usd=0.001: embedding 310 uncached chunks" in one_error_line(result.stderr)
+    assert clean.requests() == before
