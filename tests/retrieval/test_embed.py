@@ -38,7 +38,14 @@ def test_cache_keys_on_content_and_gives_back_what_it_stored(tmp_path, embedder)
     texts = ["alpha", "beta"]
     key = cache.key(embedder.identity, texts)
     assert key == cache.key(SentenceTransformerEmbedder().identity, list(texts))  # same model files, same texts
-    assert key != cache.key(embedder.identity | {"document_prefix": "passage: "}, texts)
+    for setting, value in [
+        ("document_prompt", "passage: "),
+        ("query_prompt", "query: "),
+        ("truncate_dim", 128),
+        ("normalize", False),
+    ]:
+        other = SentenceTransformerEmbedder(**{setting: value})
+        assert other.identity[setting] == value and cache.key(other.identity, texts) != key, setting
     assert key != cache.key(embedder.identity, ["alpha", "beta!"])
     assert key != cache.key(embedder.identity, ["alph", "abeta"])  # texts are delimited, not just joined
     vectors = embedder.encode_documents(texts)
@@ -51,3 +58,21 @@ def test_cache_keys_on_content_and_gives_back_what_it_stored(tmp_path, embedder)
 def test_a_folder_that_is_not_a_model_is_a_clear_error(tmp_path):
     with pytest.raises(InputError, match="not a local sentence-transformers model folder"):
         SentenceTransformerEmbedder(str(tmp_path))
+
+
+def test_prompts_and_matryoshka_truncation_reach_the_vectors():
+    texts = ["annual leave carries over", "hotel limit per night"]
+    plain = SentenceTransformerEmbedder().encode_documents(texts)
+    prompted = SentenceTransformerEmbedder(document_prompt="passage: ").encode_documents(texts)
+    assert np.abs(plain - prompted).max() > 1e-3
+    np.testing.assert_allclose(
+        prompted, SentenceTransformerEmbedder().encode_documents([f"passage: {t}" for t in texts]), atol=1e-6
+    )
+    short = SentenceTransformerEmbedder(truncate_dim=128).encode_documents(texts)
+    assert short.shape == (2, 128)
+    np.testing.assert_allclose(np.linalg.norm(short, axis=1), 1, atol=1e-6)  # normalised after truncation
+    np.testing.assert_allclose(short, plain[:, :128] / np.linalg.norm(plain[:, :128], axis=1, keepdims=True), atol=1e-6)
+    raw = SentenceTransformerEmbedder(normalize=False, truncate_dim=128).encode_documents(texts)
+    assert not np.allclose(np.linalg.norm(raw, axis=1), 1)
+    with pytest.raises(InputError, match="model.embedder.truncate_dim=512: the model's vectors have 384 dimensions"):
+        SentenceTransformerEmbedder(truncate_dim=512).load()

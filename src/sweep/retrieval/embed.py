@@ -68,21 +68,41 @@ class Embedder:
 
 @checked("model.embedder")
 class SentenceTransformerEmbedder(Embedder):
-    """Unit-length embeddings (inner product = cosine) from a local sentence-transformers model."""
+    """Embeddings from a local sentence-transformers model. `query_prompt` / `document_prompt`: the
+    text sentence-transformers puts before each question / chunk (e5's "query: " and "passage: ",
+    a bge instruction); `truncate_dim`: keep the first dimensions (Matryoshka models), then
+    normalise; `normalize`: unit length, so the index's inner product is the cosine (false: raw
+    inner product). All four are part of the cache key."""
 
     def __init__(
         self,
         path: Annotated[str | None, NonEmpty()] = None,
         batch_size: Annotated[int, Range(1, 4096)] = 64,
-        query_prefix: str = "",
-        document_prefix: str = "",
+        query_prompt: str = "",
+        document_prompt: str = "",
+        truncate_dim: Annotated[int | None, Range(1)] = None,
+        normalize: bool = True,
     ) -> None:
         self.path = sentence_transformers_folder(path, "model.embedder.path")
-        self.batch_size, self.query_prefix, self.document_prefix = batch_size, query_prefix, document_prefix
+        self.batch_size, self.query_prompt, self.document_prompt = batch_size, query_prompt, document_prompt
+        self.truncate_dim, self.normalize = truncate_dim, normalize
+
+    def arguments(self) -> dict[str, Any]:
+        """What builds the same embedder elsewhere (a Ray worker)."""
+        return {
+            "path": str(self.path.absolute()), "batch_size": self.batch_size, "query_prompt": self.query_prompt,
+            "document_prompt": self.document_prompt, "truncate_dim": self.truncate_dim, "normalize": self.normalize,
+        }  # fmt: skip
 
     @cached_property
     def model(self) -> Any:
-        return load_sentence_transformer(self.path)
+        model = load_sentence_transformer(self.path)
+        width = model.get_sentence_embedding_dimension()
+        if self.truncate_dim is not None and width is not None and self.truncate_dim > width:
+            raise InputError(
+                f"model.embedder.truncate_dim={self.truncate_dim}: the model's vectors have {width} dimensions"
+            )
+        return model
 
     def load(self) -> Any:
         """The model, loaded now if it was not yet."""
@@ -99,8 +119,8 @@ class SentenceTransformerEmbedder(Embedder):
             return 0.0
         truncated = 0
         for start in range(0, len(texts), block):
-            prefixed = [self.document_prefix + t for t in texts[start : start + block]]
-            tokenized = self.model.tokenizer(prefixed, verbose=False)  # long texts are the point
+            prompted = [self.document_prompt + t for t in texts[start : start + block]]
+            tokenized = self.model.tokenizer(prompted, verbose=False)  # long texts are the point
             truncated += sum(len(ids) > self.max_seq_length for ids in tokenized["input_ids"])
         return truncated / len(texts)
 
@@ -109,21 +129,25 @@ class SentenceTransformerEmbedder(Embedder):
         return {
             "kind": "sentence-transformers",
             "files": folder_digest(self.path),
-            "query_prefix": self.query_prefix,
-            "document_prefix": self.document_prefix,
+            "query_prompt": self.query_prompt,
+            "document_prompt": self.document_prompt,
+            "truncate_dim": self.truncate_dim,
+            "normalize": self.normalize,
         }
 
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode([self.document_prefix + t for t in texts])
+        return self._encode(texts, self.document_prompt)
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode([self.query_prefix + t for t in texts])
+        return self._encode(texts, self.query_prompt)
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: Sequence[str], prompt: str) -> np.ndarray:
         vectors = self.model.encode(
-            texts,
+            list(texts),
+            prompt=prompt or None,
             batch_size=self.batch_size,
-            normalize_embeddings=True,
+            normalize_embeddings=self.normalize,
+            truncate_dim=self.truncate_dim,  # before normalising: the shorter vector gets unit length
             convert_to_numpy=True,
             show_progress_bar=False,  # CorpusEmbedding shows one bar over the whole corpus
         )
@@ -253,13 +277,13 @@ class CorpusEmbedding:
         # free CPUs, not all: an actor that cannot be placed would hold its shard forever
         workers = self.workers or max(1, int(ray.available_resources().get("CPU", 0) // self.cpus_per_worker))
         worker = ray.remote(num_cpus=self.cpus_per_worker)(ShardWorker)
-        settings = (str(embedder.path.absolute()), embedder.batch_size, embedder.query_prefix, embedder.document_prefix)
-        actors = [worker.remote(*settings) for _ in range(min(workers, len(shards)))]
+        settings = embedder.arguments()
+        actors = [worker.remote(settings) for _ in range(min(workers, len(shards)))]
         try:
             for identity in ray.get([actor.identity.remote() for actor in actors]):
                 if identity != embedder.identity:
                     raise InputError(
-                        f"a Ray worker's model at {settings[0]} differs from this process's (files or prefixes): "
+                        f"a Ray worker's model at {settings['path']} differs from this process's (files or prompts): "
                         "every node needs the same model folder at the same path"
                     )
             pool = ActorPool(actors)
@@ -274,8 +298,8 @@ class CorpusEmbedding:
 class ShardWorker:
     """A Ray actor's state for `CorpusEmbedding`: the model, loaded once, then shard after shard."""
 
-    def __init__(self, path: str, batch_size: int, query_prefix: str, document_prefix: str) -> None:
-        self.embedder = SentenceTransformerEmbedder(path, batch_size, query_prefix, document_prefix)
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.embedder = SentenceTransformerEmbedder(**settings)
         self.embedder.load()
 
     def identity(self) -> dict[str, Any]:
