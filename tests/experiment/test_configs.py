@@ -35,6 +35,7 @@ GROUPS = {
 NEEDS = {  # options that cannot run without a value only the user has
     ("model", "custom"): ["model._target_=sweep.retrieval.lexical.BM25Retriever"],
     ("model/embedder", "openai"): ["model.embedder.model=text-embedding-3-small"],
+    ("reranker", "api"): ["reranker.model=rerank-v3.5"],
     ("reranker", "cross_encoder"): ["reranker.model={folder}"],
     ("golden", "beir"): ["golden.path={folder}"],
     ("golden", "chunking_eval"): ["golden.path={folder}"],

@@ -1,7 +1,8 @@
-"""A real OpenAI-compatible embeddings server for the tests: the bundled MiniLM behind FastAPI and
-uvicorn on 127.0.0.1, with a request counter and injectable faults.
+"""A real OpenAI-compatible model server for the tests: the bundled MiniLM behind FastAPI and
+uvicorn on 127.0.0.1 (and a local CrossEncoder behind `/v1/rerank`), with request counters and
+injectable faults.
 
-    python tests/helpers/embedding_server.py --port 8123 [--key SECRET]
+    python tests/helpers/embedding_server.py --port 8123 [--key SECRET] [--reranker FOLDER]
 
 `POST /v1/embeddings` answers as OpenAI does (`data[{index, embedding}]`, `usage.prompt_tokens`
 counted with the model's tokenizer; `dimensions` truncates). `GET /admin/stats` gives the counts;
@@ -9,6 +10,8 @@ counted with the model's tokenizer; `dimensions` truncates). `GET /admin/stats` 
 "slow": 11, "slow_s": 3}` answers the 3rd request of every 20 with 429 and `Retry-After: 1`, the
 7th with 500 and holds the 11th for 3 s; `{"width": 100}` cuts every vector to 100 numbers,
 `{"short": true}` drops the last vector of every answer, `{"not_json": true}` answers 200 with HTML.
+`POST /v1/rerank` answers as Cohere and Jina do (`results[{index, relevance_score}]`, best first),
+the scores the CrossEncoder's raw logits.
 """
 
 from __future__ import annotations
@@ -17,20 +20,22 @@ import argparse
 import threading
 import time
 
+import torch
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
-from sentence_transformers import SentenceTransformer
+from sentence_transformers import CrossEncoder, SentenceTransformer
 
 from sweep.retrieval.models import default_model_path
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 
 
-def create_app(key: str | None = None) -> FastAPI:
+def create_app(key: str | None = None, reranker: str | None = None) -> FastAPI:
     app = FastAPI()
     model = SentenceTransformer(default_model_path(), device="cpu", local_files_only=True)
-    state = {"embedding_requests": 0, "answered": 0, "texts": 0, "faults": {}}
+    cross_encoder = CrossEncoder(reranker, device="cpu", local_files_only=True) if reranker else None
+    state = {"embedding_requests": 0, "rerank_requests": 0, "answered": 0, "texts": 0, "faults": {}}
     lock = threading.Lock()
 
     @app.get("/admin/stats")
@@ -79,6 +84,22 @@ def create_app(key: str | None = None) -> FastAPI:
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
 
+    @app.post("/v1/rerank")
+    async def rerank(request: Request):
+        with lock:
+            state["rerank_requests"] += 1
+        if key is not None and request.headers.get("authorization") != f"Bearer {key}":
+            return JSONResponse({"error": {"message": "invalid api key"}}, status_code=401)
+        body = await request.json()
+        pairs = [(body["query"], document) for document in body["documents"]]
+        scores = cross_encoder.predict(pairs, activation_fn=torch.nn.Identity(), show_progress_bar=False)
+        ranked = sorted(range(len(pairs)), key=lambda i: -float(scores[i]))[: body.get("top_n") or len(pairs)]
+        tokens = sum(len(ids) for ids in cross_encoder.tokenizer(*zip(*pairs))["input_ids"])
+        return {
+            "results": [{"index": i, "relevance_score": float(scores[i])} for i in ranked],
+            "usage": {"total_tokens": tokens},
+        }
+
     return app
 
 
@@ -86,5 +107,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--key", default=None)
+    parser.add_argument("--reranker", default=None)
     arguments = parser.parse_args()
-    uvicorn.run(create_app(arguments.key), host="127.0.0.1", port=arguments.port, log_level="warning")
+    app = create_app(arguments.key, arguments.reranker)
+    uvicorn.run(app, host="127.0.0.1", port=arguments.port, log_level="warning")

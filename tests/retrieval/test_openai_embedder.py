@@ -17,9 +17,14 @@ import numpy as np
 import pytest
 
 from helpers.commands import one_error_line, runs_in, sweep
+from helpers.models import write_tiny_cross_encoder
 from helpers.paths import KB
 from sweep.errors import InputError
-from sweep.retrieval.endpoints import OpenAIEmbedder
+from sweep.retrieval.chunking import TokenChunker
+from sweep.retrieval.endpoints import APIReranker, OpenAIEmbedder
+from sweep.retrieval.lexical import TfidfRetriever
+from sweep.retrieval.pipeline import Pipeline
+from sweep.retrieval.rerank import CrossEncoderReranker
 
 SERVER = Path(__file__).parents[1] / "helpers" / "embedding_server.py"
 KEY = "sk-test-5f1e0c2b9a7d4e6f8a1b3c5d7e9f0a2b"  # a value that must never appear in anything written
@@ -46,12 +51,20 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def server():
+def rerank_model(tmp_path_factory, small_kb) -> Path:
+    corpus, golden = small_kb
+    texts = [d.content for d in corpus] + [q.question for q in golden]
+    return write_tiny_cross_encoder(tmp_path_factory.mktemp("rerank-model"), texts)
+
+
+@pytest.fixture(scope="module")
+def server(rerank_model):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(SERVER.parents[1]), os.environ.get("PYTHONPATH", "")])}
-    process = subprocess.Popen([sys.executable, str(SERVER), "--port", str(port), "--key", KEY], env=env)
+    command = [sys.executable, str(SERVER), "--port", str(port), "--key", KEY, "--reranker", str(rerank_model)]
+    process = subprocess.Popen(command, env=env)
     running = Server(port)
     try:
         deadline = time.monotonic() + 120
@@ -134,7 +147,7 @@ def test_faults_are_retried_to_the_same_vectors_and_counted(clean):
             "returned 100-dimensional vectors where model.embedder.dimensions gave 384",
         ),
         ({"short": True}, {}, "returned 2 vectors for 3 texts"),
-        ({"not_json": True}, {}, "not an embeddings answer"),
+        ({"not_json": True}, {}, "not a /embeddings answer"),
         (
             {},
             {"model": "no-such-model"},
@@ -181,3 +194,19 @@ def test_max_cost_refuses_before_any_request(tmp_path, clean):
     assert result.returncode == 2
     assert "model.embedder.max_cost_usd=0.001: embedding 310 uncached chunks" in one_error_line(result.stderr)
     assert clean.requests() == before
+
+
+def test_the_rerank_endpoint_orders_as_the_local_cross_encoder(small_kb, clean, rerank_model, monkeypatch):
+    monkeypatch.setenv("RERANK_API_KEY", KEY)
+    remote = APIReranker(model="tiny", base_url=clean.base_url, candidates=6)
+    local = CrossEncoderReranker(model=str(rerank_model), candidates=6)
+    corpus, golden = small_kb
+    by_api = Pipeline(TokenChunker(0), TfidfRetriever(), reranker=remote).retrieve(corpus, golden)
+    by_model = Pipeline(TokenChunker(0), TfidfRetriever(), reranker=local).retrieve(corpus, golden)
+    assert by_api.contexts.keys() == by_model.contexts.keys()
+    for qid, hits in by_model.contexts.items():
+        assert [i for i, _ in by_api.contexts[qid]] == [i for i, _ in hits], qid
+        np.testing.assert_allclose([s for _, s in by_api.contexts[qid]], [s for _, s in hits], rtol=0, atol=1e-6)
+    stats = by_api.stats
+    asked = sum(bool(hits) for hits in by_model.contexts.values())  # a question with no hits asks nothing
+    assert stats["rerank/requests"] == asked > 0 and stats["rerank/retries"] == 0 and stats["rerank/tokens"] > 0

@@ -4,7 +4,6 @@ through the config path users use, reciprocal-rank fusion, and hybrid under a fi
 from __future__ import annotations
 
 import re
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from transformers import (
     BertTokenizer,
 )
 
+from helpers.models import MAX_LENGTH, write_tiny_cross_encoder
 from sweep.errors import InputError
 from sweep.experiment.trial import build_pipeline
 from sweep.retrieval.base import Hits
@@ -29,25 +29,13 @@ from sweep.retrieval.lexical import BM25Retriever, TfidfRetriever
 from sweep.retrieval.pipeline import Pipeline
 from sweep.retrieval.rerank import CrossEncoderReranker, HybridReranker
 
-MAX_LENGTH = 128
-
 
 @pytest.fixture(scope="module")
 def tiny_cross_encoder(tmp_path_factory, small_kb) -> Path:
     """A 2-layer BERT with random weights and a vocabulary of the corpus's words, saved as a folder."""
     corpus, golden = small_kb
-    folder = tmp_path_factory.mktemp("tiny-cross-encoder")
-    words = Counter(re.findall(r"[a-z]+", " ".join([d.content for d in corpus] + [q.question for q in golden]).lower()))
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(words)]
-    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    BertTokenizer(str(folder / "vocab.txt"), model_max_length=MAX_LENGTH).save_pretrained(folder)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-        max_position_embeddings=MAX_LENGTH, num_labels=1, initializer_range=0.5,
-    )  # fmt: skip
-    BertForSequenceClassification(config).save_pretrained(folder)
-    return folder
+    texts = [d.content for d in corpus] + [q.question for q in golden]
+    return write_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-cross-encoder"), texts)
 
 
 def logits(folder: Path, query: str, texts: list[str]) -> np.ndarray:

@@ -1,5 +1,6 @@
-"""Embeddings from an OpenAI-compatible endpoint (OpenAI, vLLM, text-embeddings-inference,
-infinity, Ollama, LM Studio, ...), through the official `openai` client.
+"""Hosted and served models: embeddings from an OpenAI-compatible endpoint (OpenAI, vLLM,
+text-embeddings-inference, infinity, Ollama, LM Studio, ...) and reranking by the `/rerank`
+contract Cohere, Jina, vLLM and infinity serve, both through the official `openai` client.
 
 `model/embedder=openai` replaces the local model of a dense retriever: the corpus is embedded in
 batches of at most `batch_size` texts and about `max_tokens_per_request` tokens (estimated as
@@ -28,7 +29,9 @@ from typing import Annotated, Any
 import numpy as np
 
 from sweep.errors import InputError
+from sweep.retrieval.base import Hits
 from sweep.retrieval.embed import Embedder
+from sweep.retrieval.rerank import Reranker, SearchUnderFilter
 from sweep.settings import NonEmpty, Range, checked
 
 log = logging.getLogger(__name__)
@@ -36,8 +39,79 @@ CHARS_PER_TOKEN = 4  # the usual estimate for English text, used before a reques
 NO_KEY = "not-set"  # sent when the variable is unset: servers that need no key accept anything
 
 
+class Endpoint:
+    """A connection to an HTTP model server: the client (its retries counted), the key read from
+    the environment, and every failure as one line naming the setting (`KEY`: the config group)."""
+
+    KEY = "model.embedder"
+    model: str
+    base_url: str | None
+    api_key_env: str
+    timeout: float
+    max_retries: int
+
+    def _open(self) -> None:
+        self._lock = threading.Lock()
+        self._attempts = 0
+
+    @property
+    def _key(self) -> str:
+        return os.environ.get(self.api_key_env) or NO_KEY
+
+    @cached_property
+    def client(self) -> Any:
+        import httpx2
+        import openai
+
+        def count_attempt(request: Any) -> None:  # every try, retries included
+            with self._lock:
+                self._attempts += 1
+
+        http = httpx2.Client(event_hooks={"request": [count_attempt]}, timeout=self.timeout)
+        return openai.OpenAI(
+            api_key=self._key,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            http_client=http,
+        )
+
+    def _call(self, send: Any, path: str) -> Any:
+        """`send()`'s answer from the server's `path` (/embeddings, /rerank); the client's exceptions as one line."""
+        import openai
+
+        try:
+            return send()
+        except openai.APIStatusError as error:
+            raise InputError(self._status_message(error, path)) from None
+        except openai.APITimeoutError:
+            raise InputError(
+                f"{self.KEY}.base_url={self.base_url}: no answer within {self.KEY}.timeout={self.timeout} s, "
+                f"{self.max_retries} retries included"
+            ) from None
+        except openai.APIConnectionError as error:
+            raise InputError(f"{self.KEY}.base_url={self.base_url}: cannot connect ({self._masked(error)})") from None
+        except (openai.APIError, ValueError) as error:  # a body that is not JSON, or not the expected shape
+            raise InputError(
+                f"{self.KEY}.base_url={self.base_url}: not a {path} answer ({self._masked(error)})"
+            ) from None
+
+    def _status_message(self, error: Any, path: str) -> str:
+        status, server = error.status_code, self.base_url or "OpenAI"
+        if status in (401, 403):
+            state = "is not set" if self._key == NO_KEY else "holds a key the server refused"
+            return f"{self.KEY}.api_key_env={self.api_key_env}: the variable {state} ({status} from {server})"
+        if status == 404:
+            return f"{self.KEY}.model={self.model}: {server} has no such model or no {path} (404)"
+        return f"{self.KEY}.base_url={self.base_url}: HTTP {status} after {self.max_retries} retries ({self._masked(error)})"
+
+    def _masked(self, error: Exception) -> str:
+        text = " ".join(str(error).split())[:300]
+        return text.replace(self._key, "***") if self._key != NO_KEY else text
+
+
 @checked("model.embedder")
-class OpenAIEmbedder(Embedder):
+class OpenAIEmbedder(Endpoint, Embedder):
     """`model`: the endpoint's model name; `base_url`: e.g. http://127.0.0.1:8080/v1 (null: OpenAI's
     own); `dimensions`: shorter vectors from a model that offers them; `price_per_mtok`: US$ per
     million input tokens, for `cost/embed_usd`; `max_cost_usd`: refuse a run whose uncached corpus
@@ -67,31 +141,9 @@ class OpenAIEmbedder(Embedder):
         )
         self.timeout, self.max_retries = timeout, max_retries
         self.price_per_mtok, self.max_cost_usd = price_per_mtok, max_cost_usd
-        self._lock = threading.Lock()
-        self._counts = {"requests": 0, "attempts": 0, "tokens": 0, "query_tokens": 0, "query_requests": 0}
+        self._open()
+        self._counts = {"requests": 0, "tokens": 0, "query_tokens": 0, "query_requests": 0}
         self._width: int | None = dimensions
-
-    @property
-    def _key(self) -> str:
-        return os.environ.get(self.api_key_env) or NO_KEY
-
-    @cached_property
-    def client(self) -> Any:
-        import httpx2
-        import openai
-
-        def count_attempt(request: Any) -> None:  # every try, retries included
-            with self._lock:
-                self._counts["attempts"] += 1
-
-        http = httpx2.Client(event_hooks={"request": [count_attempt]}, timeout=self.timeout)
-        return openai.OpenAI(
-            api_key=self._key,
-            base_url=self.base_url,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            http_client=http,
-        )
 
     def load(self) -> Any:
         return self.client
@@ -140,7 +192,7 @@ class OpenAIEmbedder(Embedder):
             "embed/requests": float(counts["requests"]),
             "embed/query_tokens": float(counts["query_tokens"]),
             "embed/query_requests": float(counts["query_requests"]),
-            "embed/retries": float(counts["attempts"] - counts["requests"] - counts["query_requests"]),
+            "embed/retries": float(self._attempts - counts["requests"] - counts["query_requests"]),
         }
         if self.price_per_mtok is not None:
             stats["cost/embed_usd"] = counts["tokens"] * self.price_per_mtok / 1e6
@@ -172,26 +224,11 @@ class OpenAIEmbedder(Embedder):
 
     def _request(self, batch: list[str]) -> tuple[np.ndarray, int]:
         """One batch's unit vectors, checked, and the tokens the server counted (estimated if it did not say)."""
-        import openai
-
         options = {"dimensions": self.dimensions} if self.dimensions is not None else {}
-        try:
-            answer = self.client.embeddings.create(model=self.model, input=batch, encoding_format="float", **options)
-        except openai.APIStatusError as error:
-            raise InputError(self._status_message(error)) from None
-        except openai.APITimeoutError:
-            raise InputError(
-                f"model.embedder.base_url={self.base_url}: no answer within model.embedder.timeout={self.timeout} s, "
-                f"{self.max_retries} retries included"
-            ) from None
-        except openai.APIConnectionError as error:
-            raise InputError(
-                f"model.embedder.base_url={self.base_url}: cannot connect ({self._masked(error)})"
-            ) from None
-        except (openai.APIError, ValueError) as error:  # a body that is not JSON, or not the embeddings shape
-            raise InputError(
-                f"model.embedder.base_url={self.base_url}: not an embeddings answer ({self._masked(error)})"
-            ) from None
+        answer = self._call(
+            lambda: self.client.embeddings.create(model=self.model, input=batch, encoding_format="float", **options),
+            "/embeddings",
+        )
         vectors = self._checked(answer, len(batch))
         usage = getattr(answer, "usage", None)
         used = getattr(usage, "prompt_tokens", None)
@@ -202,7 +239,7 @@ class OpenAIEmbedder(Embedder):
         if not isinstance(getattr(answer, "data", None), list):  # the client hands a body that is not JSON back as text
             body = " ".join(str(answer).split())[:80]
             raise InputError(
-                f"model.embedder.base_url={self.base_url}: not an embeddings answer (the body begins {body!r})"
+                f"model.embedder.base_url={self.base_url}: not a /embeddings answer (the body begins {body!r})"
             )
         data = answer.data
         if len(data) != expected:
@@ -228,18 +265,77 @@ class OpenAIEmbedder(Embedder):
             raise InputError(f"{where} returned an all-zero vector")
         return vectors / norms  # unit length: the index's inner product is then the cosine
 
-    def _status_message(self, error: Any) -> str:
-        status = error.status_code
-        if status in (401, 403):
-            state = "is not set" if self._key == NO_KEY else "holds a key the server refused"
-            return f"model.embedder.api_key_env={self.api_key_env}: the variable {state} ({status} from {self.base_url or 'OpenAI'})"
-        if status == 404:
-            return f"model.embedder.model={self.model}: {self.base_url or 'OpenAI'} has no such model or no /embeddings (404)"
-        return f"model.embedder.base_url={self.base_url}: HTTP {status} after {self.max_retries} retries ({self._masked(error)})"
 
-    def _masked(self, error: Exception) -> str:
-        text = " ".join(str(error).split())[:300]
-        return text.replace(self._key, "***") if self._key != NO_KEY else text
+@checked("reranker")
+class APIReranker(Endpoint, Reranker):
+    """Scores (question, chunk) pairs of the top `candidates` hits at a `/rerank` endpoint (Cohere,
+    Jina, vLLM, infinity: `{model, query, documents, top_n}` → `results[{index, relevance_score}]`);
+    only those are returned, best first, as `reranker=cross_encoder` does with a local model.
+    `rerank/requests`, `rerank/retries` and, when the server counts them, `rerank/tokens`."""
+
+    KEY = "reranker"
+
+    def __init__(
+        self,
+        model: Annotated[str, NonEmpty()],
+        base_url: Annotated[str | None, NonEmpty()] = None,
+        api_key_env: Annotated[str, NonEmpty()] = "RERANK_API_KEY",
+        candidates: Annotated[int, Range(1)] = 100,
+        timeout: Annotated[float, Range(0.001)] = 60.0,
+        max_retries: Annotated[int, Range(0, 20)] = 5,
+    ) -> None:
+        self.model, self.base_url, self.api_key_env, self.candidates = model, base_url, api_key_env, candidates
+        self.timeout, self.max_retries = timeout, max_retries
+        self._open()
+        self._requests = self._tokens = 0
+
+    def build(self, texts: Sequence[str]) -> None:
+        self.texts = list(texts)
+        self.client  # noqa: B018 (opened now, not during the first question's clock)
+
+    def rerank(self, query: str, hits: Hits, search: SearchUnderFilter) -> Hits:
+        top = hits[: self.candidates]
+        if not len(top):
+            return top
+        body = {
+            "model": self.model,
+            "query": query,
+            "documents": [self.texts[i] for i in top.ids.tolist()],
+            "top_n": len(top),
+        }
+        answer = self._call(lambda: self.client.post("/rerank", cast_to=object, body=body), "/rerank")
+        scores = self._checked(answer, len(top))
+        order = np.argsort(-scores, kind="stable")  # equal scores keep the retriever's order
+        return Hits(scores[order], top.ids[order])
+
+    def stats(self) -> dict[str, float]:
+        stats = {"rerank/requests": float(self._requests), "rerank/retries": float(self._attempts - self._requests)}
+        return stats | ({"rerank/tokens": float(self._tokens)} if self._tokens else {})
+
+    def _checked(self, answer: Any, expected: int) -> np.ndarray:
+        """One finite score per document, each index once."""
+        where = f"reranker: {self.base_url or 'OpenAI'} ({self.model})"
+        results = answer.get("results") if isinstance(answer, dict) else None
+        if not isinstance(results, list):
+            raise InputError(f"reranker.base_url={self.base_url}: not a /rerank answer (no results list)")
+        scores = np.full(expected, np.nan, dtype=np.float32)
+        for result in results:
+            index, score = result.get("index") if isinstance(result, dict) else None, None
+            if isinstance(result, dict):
+                score = result.get("relevance_score", result.get("score"))
+            if not isinstance(index, int) or not 0 <= index < expected or not np.isnan(scores[index]):
+                raise InputError(
+                    f"{where} returned index {index!r} for {expected} documents (each 0 to {expected - 1} once)"
+                )
+            if not isinstance(score, (int, float)) or not math.isfinite(score):
+                raise InputError(f"{where} returned score {score!r} for document {index}")
+            scores[index] = score
+        if np.isnan(scores).any():
+            raise InputError(f"{where} scored {int((~np.isnan(scores)).sum())} of {expected} documents")
+        with self._lock:
+            self._requests += 1
+            self._tokens += int((answer.get("usage") or {}).get("total_tokens") or 0)
+        return scores
 
 
 def estimated_tokens(text: str) -> int:

@@ -149,7 +149,7 @@ class Pipeline:
                 rankings[question.id] = ranking
             top = zip(hits.ids[: self.context_depth].tolist(), hits.scores[: self.context_depth].tolist())
             contexts[question.id] = list(top) if answered else []
-        stats = self.retriever.stats() | filter_stats(restricted, len(golden), self.chunk_depth)
+        stats = self.retriever.stats() | self.reranker.stats() | filter_stats(restricted, len(golden), self.chunk_depth)
         stats |= {
             "time/build_s": build_s,  # the retriever's whole build; it reports its own parts
             "time/search_s": sum(latencies) / 1000 - rerank_s,

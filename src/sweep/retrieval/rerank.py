@@ -38,6 +38,10 @@ class Reranker(ABC):
         """`hits` reordered (and rescored), best first; `search` asks another retriever for this
         question's hits under the same filter and depth."""
 
+    def stats(self) -> dict[str, float]:
+        """What reranking cost beyond time (requests, retries, tokens): MLflow metrics."""
+        return {}
+
 
 class NoReranker(Reranker):
     """The retriever's order stands."""
