@@ -35,7 +35,7 @@ def find_best(
     sweep: str | None = None,
     maximize: bool = True,
     among: str = "best",
-    prefer: str = CHEAPEST_BY,
+    prefer: str | None = None,
 ) -> BestRun:
     """The finished run with the best `metric` (only the children of parent run `sweep`, if given);
     `among="tied"`: the one with the lowest `prefer` of those statistically tied with it
@@ -49,7 +49,7 @@ def best_config(
     sweep: str | None = None,
     maximize: bool = True,
     among: str = "best",
-    prefer: str = CHEAPEST_BY,
+    prefer: str | None = None,
 ) -> DictConfig:
     """The winning run's fully resolved config (`find_best`)."""
     return find_best(metric, experiment, sweep, maximize, among, prefer).config
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--among", default="best", choices=AMONG, help="tied: the cheapest of the runs tied with the best"
     )
-    parser.add_argument("--prefer", default=CHEAPEST_BY, help=f"with --among tied, lowest wins (default {CHEAPEST_BY})")
+    parser.add_argument("--prefer", default=None, help=f"with --among tied, lowest wins (default {CHEAPEST_BY})")
     parser.add_argument("--output", default=None, help="write the resolved config to this YAML file")
     args = parser.parse_args(argv)
     if args.output and Path(args.output).is_dir():

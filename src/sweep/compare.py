@@ -35,9 +35,11 @@ import math
 import sys
 from collections.abc import Sequence
 
+from mlflow.exceptions import MlflowException
+
 from sweep import tracking
 from sweep.arguments import add_common_options, metric_list
-from sweep.errors import InputError, exit_2_on_bad_input
+from sweep.errors import InputError, exit_2_on_bad_input, one_line
 from sweep.evaluation.comparison import FLIP_AT, compare_runs
 from sweep.evaluation.registry import HEADLINE
 from sweep.reporting.comparison import comparison_json, comparison_markdown
@@ -78,7 +80,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     comparisons = [compare_runs(a, b, metrics, args.metric, args.flip_at, args.seed, args.resamples) for a, b in pairs]
     if not args.no_log:
         for c in comparisons:
-            tracking.log_comparison(c.b.run_id, c.a.run_id, comparison_markdown(c), comparison_json(c))
+            try:
+                tracking.log_comparison(c.b.run_id, c.a.run_id, comparison_markdown(c), comparison_json(c))
+            except (OSError, MlflowException) as error:  # a read-only store or artifact folder: reading is fine
+                raise InputError(
+                    f"cannot log the comparison as artifacts of run {c.b.run_id} ({one_line(error)}); "
+                    "--no-log compares without logging"
+                ) from None
     if args.json:
         records = [comparison_json(c) for c in comparisons]
         json.dump(records[0] if len(records) == 1 else {"comparisons": records}, sys.stdout, indent=1, allow_nan=False)

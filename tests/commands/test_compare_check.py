@@ -287,7 +287,7 @@ def free_port() -> int:
         (["--baseline", "{base}", "--candidate", "{worse}", "--max-drop", "nan"], "error: --max-drop nan: must be a number >= 0"),
         (["--baseline", "{base}", "--candidate", "{other}"], "were scored on different golden sets (data.golden_digest"),
         (["--baseline", "{sweep_a}", "--candidate", "{other}"], "were scored on different golden sets"),
-        (["--baseline", "{base}", "--candidate", "{failed}"], "(a FAILED run) has no tables/per_query.json: it holds no evaluation"),
+        (["--baseline", "{base}", "--candidate", "{failed}"], "FAILED (RuntimeError: the index could not be built): it holds no evaluation to compare"),
         (["--baseline", "best", "--candidate", "{worse}", "--metric", "nope"], "error: --baseline best: no finished run in experiment 'golden-sweep' has the metric 'nope'"),
     ],
 )  # fmt: skip

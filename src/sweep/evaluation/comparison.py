@@ -25,7 +25,7 @@ import pandas as pd
 
 from sweep.errors import InputError
 from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE, HEADLINE, lower_is_better
-from sweep.evaluation.significance import RESAMPLES, SEED, compare, holm, paired
+from sweep.evaluation.significance import RESAMPLES, SEED, check_resamples, compare, holm, paired
 
 if TYPE_CHECKING:
     from sweep.tracking import LoggedRun
@@ -154,19 +154,18 @@ def compare_runs(
 ) -> Comparison:
     """Run B against run A, each an MLflow run id or a `tracking.LoggedRun` (see the module's doc):
     their logged per-question tables through `compare_per_query`. Both must be scored on the same
-    golden set (tag `data.golden_digest`)."""
+    golden set (tag `data.golden_digest`, `tracking.check_same_golden_set`); a run that did not
+    finish is one line with its status and why it stopped (its `error` tag)."""
     from sweep import tracking  # MLflow only when runs are read from a store
 
     a, b = (tracking.logged_run(run) if isinstance(run, str) else run for run in (a, b))
     for run in (a, b):
-        if not run.golden_digest:
-            raise InputError(f"run {run.run_id} has no data.golden_digest tag: not a golden-sweep evaluation")
-    if a.golden_digest != b.golden_digest:
-        raise InputError(
-            f"runs {a.run_id} and {b.run_id} were scored on different golden sets (data.golden_digest "
-            f"{a.golden_digest} and {b.golden_digest}): paired statistics need the same questions"
-        )
+        if run.status != "FINISHED":
+            why = run.tags.get("error", "no error recorded")
+            raise InputError(f"run {run.run_id} {run.status} ({why}): it holds no evaluation to compare")
+    tracking.check_same_golden_set(a, b)
     a_frame, b_frame = tracking.load_per_query(a), tracking.load_per_query(b)
+    tracking.check_legacy_size(a.golden_digest, max(len(a_frame), len(b_frame)))
     return compare_per_query(a, b, a_frame, b_frame, metrics, headline, flip_at, seed, resamples)
 
 
@@ -185,6 +184,7 @@ def compare_per_query(
     `a`, `b` describe the runs (run_id, name, overrides, golden_digest). `metrics`: all both runs
     have by default; `headline`: the metric of the per-type table and of the flips (nDCG@10 by
     default)."""
+    check_resamples(resamples)
     a_values, b_values = metric_values(a_frame), metric_values(b_frame)
     known = known_metrics(a_values, b_values)
     if headline is not None:

@@ -15,8 +15,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from sweep.errors import InputError
+
 SEED = 20261130
 RESAMPLES = 2000
+MAX_RESAMPLES = 100_000  # p-values to 1e-5; more only take longer (and the compare command refuses them)
+BATCH_VALUES = 1 << 22  # resampled values held at once (32 MiB): memory stays bounded for any golden set
 
 
 def bootstrap_ci(
@@ -49,7 +53,22 @@ def _bootstrap_mean(sample: np.ndarray, confidence: float, n_resamples: int, see
         n_resamples=n_resamples,
         method="percentile",
         rng=np.random.default_rng(seed),
+        batch=_batch(sample.size),
     )
+
+
+def _batch(size: int) -> int:
+    """Resamples per vectorised step so that one step holds at most `BATCH_VALUES` values."""
+    return max(1, BATCH_VALUES // max(1, size))
+
+
+def check_resamples(n_resamples: int) -> None:
+    """At least 1 and at most `MAX_RESAMPLES`: one line otherwise."""
+    if not 1 <= n_resamples <= MAX_RESAMPLES:
+        raise InputError(
+            f"--resamples {n_resamples}: give 1 to {MAX_RESAMPLES:,} (the default {RESAMPLES:,} gives p-values to "
+            "about 0.001; more only take longer)"
+        )
 
 
 def holm(p_values: np.ndarray) -> np.ndarray:
@@ -128,5 +147,6 @@ def randomization_p(delta: np.ndarray, n_resamples: int = RESAMPLES, seed: int =
         alternative="two-sided",
         rng=np.random.default_rng(seed),
         vectorized=True,
+        batch=_batch(delta.size),
     )
     return float(result.pvalue)

@@ -28,6 +28,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,8 @@ log = logging.getLogger("sweep")
 CONSOLE = default_console()
 EXIT_FAILED = 1  # a sweep in which some combination failed, or that could not open its parent run
 SHOWN = ("recall_at_5", "mrr", ABSTAIN_CORRECT, LATENCY)  # besides the objective
+MAX_COMBINATIONS = 1000  # a larger -m sweep is refused: checking it alone would take minutes
+NOTICE_FROM = 50  # from this many combinations, say that they are being checked (about 0.1 s each)
 
 
 def is_multirun() -> bool:
@@ -179,7 +182,15 @@ def preflight(argv: Sequence[str]) -> int:
     if args.multirun and any(o.get_key_element().startswith(("hydra/sweeper", "hydra.sweeper")) for o in parsed):
         return 0  # another sweeper chooses the combinations; each is checked when it runs
     combinations = BasicSweeper.split_arguments(parsed, None)[0] if args.multirun else [list(args.overrides)]
+    if len(combinations) > MAX_COMBINATIONS:
+        raise InputError(
+            f"-m: {len(combinations):,} combinations; one sweep runs at most {MAX_COMBINATIONS:,} (each is an MLflow "
+            "run, checked before the first starts): split it, or let a sweeper choose (hydra/sweeper=optuna)"
+        )
+    if len(combinations) >= NOTICE_FROM:
+        print(f"checking the {len(combinations):,} combinations before the first runs ...", file=sys.stderr)
     with initialize_config_module(version_base="1.3", config_module="sweep.conf"):
+        check_output_folder(combinations[0], args.multirun)
         for combination in combinations:
             where = f" (in the combination {' '.join(combination)})" if len(combinations) > 1 else ""
             try:
@@ -196,6 +207,27 @@ def preflight(argv: Sequence[str]) -> int:
                     raise InputError(composition_error(error, combination) + where) from None
                 raise
     return len(combinations)
+
+
+def check_output_folder(overrides: Sequence[str], multirun: bool) -> None:
+    """That Hydra can create its output folder (`hydra.run.dir`, `hydra.sweep.dir` with -m): a
+    folder that cannot be written (/proc, a read-only working folder) is one line before anything
+    runs, not Hydra's traceback. A temporary folder is made and removed where it would go."""
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    try:
+        composed = compose("config", overrides=list(overrides), return_hydra_config=True)
+        folder = Path(str(OmegaConf.select(composed, key)))
+    except (HydraException, OmegaConfBaseException):
+        return  # what cannot be composed or resolved here is reported by the checks that follow, or by Hydra
+    folder = folder.absolute()
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    try:
+        tempfile.TemporaryDirectory(dir=existing).cleanup()
+    except OSError as error:
+        raise InputError(
+            f"{key}={folder}: Hydra cannot create its output folder there ({existing}: {error.strerror}); "
+            f"give {key}=<a writable folder>"
+        ) from None
 
 
 def composition_error(error: Exception, overrides: Sequence[str]) -> str:

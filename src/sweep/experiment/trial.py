@@ -9,9 +9,10 @@ that run before it goes on up. Nothing here knows about Hydra's command line (`s
 `resume=true` in a sweep: a combination with a FINISHED run among the sweep's children, tagged
 with the same config digest (or with the one a run logged before the subpackages has: its
 `_target_` paths were others, `sweep.tracking.legacy`) and scored on the same corpus and golden
-set, is not run again; its run and objective stand for it. Only that check loads the data before
-the run starts; an earlier run of the combination that did not finish (or was scored on other
-data) is marked superseded by the new one.
+set (their digests cover every byte the scoring reads: `sweep.tracking.digests`), is not run
+again; its run and objective stand for it. Only that check loads the data before the run starts;
+an earlier run of the combination that did not finish (or was scored on other data) is marked
+superseded by the new one.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 METRIC = OneOf(DEFAULT_METRICS)
 RESUME = "resume"  # how a sweep is run, not what it measures: left out of run names, overrides tags and digests
 NO_RESULT_KEYS = (RESUME, "cache_dir")  # settings that change no measurement (nor do values that refer to them)
+IGNORES_FILTERS = "sweep.retrieval.filters.NoFilter"  # `filter=none`: the questions' filters change no measurement
 
 
 @dataclass
@@ -132,13 +134,15 @@ def finished_on_the_same_data(
     cfg: DictConfig, earlier: Sequence[tracking.LoggedRun]
 ) -> tuple[tuple[Corpus, GoldenSet] | None, tracking.LoggedRun | None]:
     """The data `cfg` names, loaded, and the first of the `earlier` runs that FINISHED on the
-    same corpus and golden set (by their digests), or None."""
+    same corpus and golden set (by their digests, `tracking.scored_on`), or None."""
     try:
         corpus, golden = load_data(cfg)
     except Exception:  # nothing to compare with: the run loads the data again and records why it cannot
         return None, None
-    digests = tracking.data_digests(golden, corpus)
-    same_data = (r for r in earlier if r.status == "FINISHED" and all(r.tags.get(k) == v for k, v in digests.items()))
+    reads_filters = OmegaConf.select(cfg, "filter._target_") != IGNORES_FILTERS
+    same_data = (
+        r for r in earlier if r.status == "FINISHED" and tracking.scored_on(r.tags, golden, corpus, reads_filters)
+    )
     return (corpus, golden), next(same_data, None)
 
 

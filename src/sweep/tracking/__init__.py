@@ -8,6 +8,7 @@ each with one job, and everything they offer, re-exported here (`from sweep impo
 - `lifecycle`: a trial's run, ending it KILLED or FAILED, the runs a dead process left RUNNING;
 - `sweeps`: a sweep's parent run, resuming it, its children, closing it with the leaderboard;
 - `logger`: params, metrics, tables, results, the golden set and the environment of a trial;
+- `digests`: the data digests (what a run was scored on) and which runs they pair;
 - `plots`: a trial's PNG plots;
 - `reading`: runs and their artifacts read back (`sweep.compare`, `sweep.check`, `sweep.pool`);
 - `best`: choosing the best run (`sweep.best`);
@@ -15,6 +16,16 @@ each with one job, and everything they offer, re-exported here (`from sweep impo
 """
 
 from sweep.tracking.best import AMONG, CHEAPEST_BY, BestRun, best_run
+from sweep.tracking.digests import (
+    CORPUS_DIGEST,
+    GOLDEN_DIGEST,
+    check_legacy_size,
+    check_same_golden_set,
+    data_digests,
+    golden_dataset,
+    golden_digest,
+    scored_on,
+)
 from sweep.tracking.legacy import LEGACY_MODULES, current_targets, legacy_targets
 from sweep.tracking.lifecycle import (
     MAX_RUN_NAME,
@@ -28,11 +39,9 @@ from sweep.tracking.lifecycle import (
 )
 from sweep.tracking.logger import (
     PACKAGES,
-    data_digests,
     environment_tags,
     evaluation_metrics,
     flatten,
-    golden_dataset,
     log_calibration,
     log_comparison,
     log_config,
@@ -91,9 +100,11 @@ __all__ = [
     "AMONG",
     "CHEAPEST_BY",
     "CONFIG_DIGEST",
+    "CORPUS_DIGEST",
     "DEFAULT_EXPERIMENT",
     "DEFAULT_TRACKING_URI",
     "EXPERIMENT_KIND",
+    "GOLDEN_DIGEST",
     "LEGACY_MODULES",
     "MAX_RUN_NAME",
     "NOT_SUPERSEDED",
@@ -110,6 +121,8 @@ __all__ = [
     "SweepSummary",
     "best_run",
     "build_results",
+    "check_legacy_size",
+    "check_same_golden_set",
     "config_digest",
     "config_digests",
     "connect",
@@ -121,6 +134,7 @@ __all__ = [
     "finish_sweep",
     "flatten",
     "golden_dataset",
+    "golden_digest",
     "golden_source",
     "job_environment",
     "kill_orphans",
@@ -147,6 +161,7 @@ __all__ = [
     "process_tags",
     "resumable_sweep",
     "run_name",
+    "scored_on",
     "start_sweep",
     "stopping_as_killed",
     "supersede",

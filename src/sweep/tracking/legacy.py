@@ -8,7 +8,7 @@ it can be instantiated again (`sweep.best`); `legacy_targets` writes a config th
 digest is what an old run of the same combination was tagged with (a resumed sweep, `earlier_runs`).
 
 Settings added to an option since (`ADDED_SETTINGS`: BM25's stemmer, every chunker's context,
-`golden.ignore_identical_ids`) are absent from those configs. `current_targets` gives an old config
+the local embedder's prompts, truncation and normalisation, `golden.ignore_identical_ids`) are absent from those configs. `current_targets` gives an old config
 each one's value that does what the run did without it (BM25 without stemming, no context), so
 `sweep.best` rebuilds what was measured; `legacy_targets` leaves a setting out where it has that
 value, so the digest still matches the old run's, and keeps it where it has another (a new combination).
@@ -46,6 +46,12 @@ LEGACY_CLASSES = {
 _CHUNKERS = ("TokenChunker", "RecursiveChunker", "SentenceChunker", "SemanticChunker")
 ADDED_SETTINGS: dict[str, dict[str, Any]] = {
     "sweep.retrieval.lexical.BM25Retriever": {"stopwords": "en", "stemmer": None, "delta": 0.5},
+    "sweep.retrieval.embed.SentenceTransformerEmbedder": {
+        "query_prompt": "",
+        "document_prompt": "",
+        "truncate_dim": None,
+        "normalize": True,
+    },
     **{f"sweep.retrieval.chunking.{name}": {"context": "none"} for name in _CHUNKERS},
 }
 ADDED_GOLDEN = {"ignore_identical_ids": False}  # the `golden` settings (no `_target_`)

@@ -6,9 +6,12 @@ that its process died (a crash in native code, kill -9) and mark it KILLED (`kil
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket
+import sqlite3
+import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,13 +20,14 @@ from typing import Any
 
 import mlflow
 
-from sweep.errors import Interrupted, interruption, one_line, raise_if_interrupted
+from sweep.errors import InputError, Interrupted, interruption, one_line, raise_if_interrupted
 from sweep.text import shortened
-from sweep.tracking.store import connect, use_experiment
+from sweep.tracking.store import RUN_ID, connect, tracking_uri, use_experiment
 
 log = logging.getLogger(__name__)
 PARENT_RUN = "SWEEP_PARENT_RUN_ID"  # set by the sweep's parent run for the trials it launches
 MAX_RUN_NAME = 250  # MLflow's runs.name column: PostgreSQL and MySQL refuse a longer name, SQLite does not
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # no space left, quota exceeded, file too large
 
 
 @dataclass(frozen=True)
@@ -38,16 +42,50 @@ def trial_run(experiment: str, name: str, tags: Mapping[str, str] | None = None)
     when there is one. An error inside marks it FAILED with an `error` tag saying why (one line);
     a signal marks it KILLED; either goes on up."""
     parent = os.environ.get(PARENT_RUN)
-    connect()
-    experiment_id = use_experiment(experiment)
-    if parent is None:  # a sweep's parent run did this for its children
-        kill_orphans(experiment_id)
-    # the process tags come with the run itself: a kill -9 a moment later still leaves them
-    with mlflow.start_run(
-        run_name=run_name(name), parent_run_id=parent, nested=parent is not None, tags=process_tags() | dict(tags or {})
-    ) as active:
-        with stopping_as_killed():
-            yield RunIds(active.info.run_id, active.info.experiment_id)
+    with reporting_full_disk("open a run"):
+        connect()
+        experiment_id = use_experiment(experiment)
+        if parent is None:  # a sweep's parent run did this for its children
+            kill_orphans(experiment_id)
+        else:
+            check_parent(parent)
+        # the process tags come with the run itself: a kill -9 a moment later still leaves them
+        active = mlflow.start_run(
+            run_name=run_name(name),
+            parent_run_id=parent,
+            nested=parent is not None,
+            tags=process_tags() | dict(tags or {}),
+        )
+    with active, stopping_as_killed():
+        yield RunIds(active.info.run_id, active.info.experiment_id)
+
+
+@contextmanager
+def reporting_full_disk(doing: str) -> Iterator[None]:
+    """A full disk (`out_of_space`) inside the block is one line saying what could not be done."""
+    try:
+        yield
+    except Exception as error:
+        full = out_of_space(error)
+        if full is None:
+            raise
+        raise InputError(f"no space left to {doing} ({full}); nothing was logged") from error
+
+
+def check_parent(parent: str) -> None:
+    """That `parent` (`SWEEP_PARENT_RUN_ID`, which a sweep sets for its combinations) is a sweep's
+    run: one line otherwise, before a run is opened under it."""
+    unset = "a sweep sets it for its combinations; unset it to log a run of your own"
+    if not RUN_ID.fullmatch(parent):
+        raise InputError(f"{PARENT_RUN}={parent!r}: not an MLflow run id (32 hexadecimal digits); {unset}")
+    try:
+        run = mlflow.MlflowClient().get_run(parent)
+    except mlflow.exceptions.MlflowException as error:
+        if error.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        raise InputError(f"{PARENT_RUN}={parent}: no such run at {tracking_uri()}; {unset}") from None
+    if run.data.tags.get("sweep.parent") != "true":
+        raise InputError(f"{PARENT_RUN}={parent}: run {parent} is not a sweep's run; {unset}")
 
 
 def run_name(words: str) -> str:
@@ -59,16 +97,26 @@ def run_name(words: str) -> str:
 @contextmanager
 def stopping_as_killed() -> Iterator[None]:
     """Inside the active run: a signal ends it KILLED, an error FAILED (when the run's context
-    exits), each with an `error` tag that says why in one line."""
+    exits), each with an `error` tag that says why in one line. A full disk (the store's or the
+    artifacts') is bad input, one line naming where (`out_of_space`), not a traceback."""
     try:
         yield
         raise_if_interrupted()  # a signal whose raise a library swallowed: this run did not finish
     except BaseException as error:
         signal = interruption(error)
         if signal is None:
-            if isinstance(error, Exception):
-                mlflow.set_tag("error", one_line(error))
-            raise
+            if not isinstance(error, Exception):
+                raise
+            full = out_of_space(error)
+            message = one_line(error) if full is None else f"no space left to log it ({full})"
+            try:
+                mlflow.set_tag("error", message)
+            except Exception:  # the store itself is full or gone: the run still ends FAILED if it can
+                log.warning("could not tag the failed run with its error (%s)", message)
+            if full is None:
+                raise
+            run_id = mlflow.active_run().info.run_id
+            raise InputError(f"run {run_id}: {message}; the run is marked FAILED") from error
         try:
             mlflow.set_tag("error", str(signal))
             mlflow.end_run("KILLED")
@@ -77,6 +125,31 @@ def stopping_as_killed() -> Iterator[None]:
         if isinstance(error, (Interrupted, KeyboardInterrupt)):
             raise
         raise signal from error  # a library's error about the signal it was handling is the signal
+
+
+def out_of_space(error: BaseException) -> str | None:
+    """Where the disk (or quota) that `error` ran into is full, and what said so; None when
+    nothing behind `error` is about space: the store's SQLite file, a file, or the run's artifacts."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, sqlite3.Error) and "disk is full" in str(error):
+            return f"{tracking_uri()}: {error}"
+        if isinstance(error, OSError) and error.errno in _FULL:
+            if error.filename:
+                return f"{error.filename}: {error.strerror}"
+            active = mlflow.active_run()
+            if active is not None and _raised_in(error, "mlflow.store.artifact", "mlflow.utils.file_utils"):
+                return f"its artifacts in {active.info.artifact_uri}: {error.strerror}"
+            return str(error.strerror)
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _raised_in(error: BaseException, *modules: str) -> bool:
+    """Whether code of one of `modules` (prefixes of module names) is on `error`'s traceback."""
+    frames = traceback.walk_tb(error.__traceback__)
+    return any(str(frame.f_globals.get("__name__", "")).startswith(modules) for frame, _ in frames)
 
 
 def process_tags() -> dict[str, str]:

@@ -3,7 +3,7 @@
 Params are the resolved config flattened to dotted keys plus Hydra's chosen option per group
 (`index=hnsw`); metrics are headline means, per type (`type/<type>/<metric>`, `type/<type>/n`),
 abstention and costs; tables via `mlflow.log_table`; the golden set as a dataset input with its
-digest; tags for data digests, git commit and package versions. MLflow metric names may not
+digest (`sweep.tracking.digests`); tags for data digests, git commit and package versions. MLflow metric names may not
 contain `@`; `metric_key` writes ours without it. The plots are `sweep.tracking.plots`'.
 """
 
@@ -14,20 +14,19 @@ import re
 import subprocess
 import tempfile
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import mlflow
-import pandas as pd
 
 from sweep.evaluation import Evaluation
 from sweep.evaluation.abstention import Calibration
 from sweep.formats.corpus import Corpus
-from sweep.formats.golden import GoldenSet, doc_grades, evidence_spans
+from sweep.formats.golden import GoldenSet, doc_grades
 from sweep.formats.runs import Run
+from sweep.tracking.digests import GOLDEN_DIGEST, data_digests, golden_dataset
 from sweep.tracking.plots import log_calibration_plot
 from sweep.tracking.reading import MEMBER_HITS, RETRIEVED_CHUNKS, RUN_FILE
 
@@ -140,34 +139,11 @@ def log_calibration(calibration: Calibration) -> None:
         log_calibration_plot(calibration, curve)
 
 
-def golden_dataset(golden: GoldenSet) -> Any:
-    """The golden set as an MLflow dataset; its digest is the `data.golden_digest` tag."""
-    frame = pd.DataFrame(
-        {
-            "id": [q.id for q in golden],
-            "question": [q.question for q in golden],
-            "type": [q.type for q in golden],
-            "relevant": [doc_grades(q.relevant) for q in golden],
-            "evidence": [evidence_spans(q.evidence) for q in golden],
-        }
-    )
-    with warnings.catch_warnings():  # MLflow registers its local-file source twice and says so
-        warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted in multiple ways")
-        return mlflow.data.from_pandas(frame, source=str(Path(golden.source).resolve()), name=Path(golden.source).name)
-
-
-def data_digests(golden: GoldenSet, corpus: Corpus) -> dict[str, str]:
-    """The tags that say what a run was scored on: the golden set's and the corpus's digests."""
-    return _digest_tags(golden_dataset(golden), corpus)
-
-
-def _digest_tags(dataset: Any, corpus: Corpus) -> dict[str, str]:
-    return {"data.golden_digest": dataset.digest, "data.corpus_digest": corpus.digest}
-
-
 def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
-    """The golden set as an MLflow dataset (digest included), plus data digests as tags."""
-    dataset = golden_dataset(golden)
+    """The golden set as an MLflow dataset with its digest (`sweep.tracking.digests`), plus the data
+    digests as tags."""
+    digests = data_digests(golden, corpus)
+    dataset = golden_dataset(golden, digests[GOLDEN_DIGEST])
     for attempt in range(3):
         try:
             mlflow.log_input(dataset, context="golden")
@@ -182,7 +158,7 @@ def log_golden_input(golden: GoldenSet, corpus: Corpus) -> None:
                 raise
             time.sleep(0.2 * (attempt + 1))
     # the corpus's path is absolute: sweep.pool reads it back from another folder
-    mlflow.set_tags(_digest_tags(dataset, corpus) | {"data.corpus": str(Path(corpus.source).absolute())})
+    mlflow.set_tags(digests | {"data.corpus": str(Path(corpus.source).absolute())})
 
 
 def log_comparison(run_id: str, name: str, markdown: str, data: Mapping[str, Any]) -> list[str]:

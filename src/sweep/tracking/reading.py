@@ -17,6 +17,7 @@ from typing import Any
 
 import mlflow
 import pandas as pd
+from mlflow.utils.file_utils import local_file_uri_to_path
 
 from sweep.errors import InputError, one_line
 from sweep.formats.runs import Run
@@ -128,7 +129,19 @@ def no_progress_bar() -> Iterator[None]:
             os.environ[name] = before
 
 
+def require_artifacts(run: LoggedRun) -> None:
+    """One line when a FINISHED `run` (which logged artifacts) has a local artifact folder that is
+    gone (mlruns/ moved or deleted), rather than MLflow's error about the first file it misses."""
+    local = run.artifact_uri.startswith("file:") or "://" not in run.artifact_uri
+    if run.status == "FINISHED" and local and not Path(local_file_uri_to_path(run.artifact_uri)).is_dir():
+        raise InputError(
+            f"run {run.run_id}: its artifacts are gone ({local_file_uri_to_path(run.artifact_uri)} does not "
+            "exist: was mlruns/ moved or deleted?)"
+        )
+
+
 def _listed(run: LoggedRun, folder: str | None = None) -> set[str]:
+    require_artifacts(run)
     return {a.path for a in mlflow.MlflowClient().list_artifacts(run.run_id, folder)}
 
 

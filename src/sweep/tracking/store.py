@@ -7,6 +7,7 @@ line within seconds, not minutes of MLflow's retries later. The tag names every 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sqlite3
@@ -20,6 +21,7 @@ import mlflow
 from sweep.errors import InputError, one_line
 from sweep.formats.files import exclusive_lock
 
+log = logging.getLogger(__name__)
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "golden-sweep"
 CONFIG_DIGEST = "sweep.config_digest"  # a trial's tag: which combination it measured (`config_digest`)
@@ -27,7 +29,7 @@ SUPERSEDED_BY = "sweep.superseded_by"  # an earlier try at a combination, replac
 NOT_SUPERSEDED = f"tags.`{SUPERSEDED_BY}` IS NULL"  # a search condition: what a resumed sweep did not replace
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # else 3.17's UI opens GenAI mode
 RUN_ID = re.compile(r"[0-9a-f]{32}")
-_OPENED: set[str] = set()  # SQLite stores this process has checked and opened
+_OPENED: set[tuple[str, bool]] = set()  # (SQLite store, for writing) this process has checked and opened
 
 
 def tracking_uri() -> str:
@@ -37,9 +39,11 @@ def tracking_uri() -> str:
 def connect(uri: str | None = None, create: bool = True) -> None:
     """Point MLflow at `uri` (default: `tracking_uri()`) and open its store now: a server that
     does not answer, or a SQLite file that cannot be created, opened or written, is one line
-    within seconds, not minutes of MLflow's retries later. `create=False`: a SQLite store that
-    does not exist yet is an error rather than a new file."""
+    within seconds, not minutes of MLflow's retries later. `create=False` (reading): a SQLite store
+    that does not exist yet is an error rather than a new file, and a read-only one is fine."""
     uri = uri or tracking_uri()
+    # MLflow logs a traceback for each store error it raises; what raises it says it in one line
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     if uri.startswith(("http://", "https://")):
         try:
             with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=10) as response:
@@ -50,45 +54,88 @@ def connect(uri: str | None = None, create: bool = True) -> None:
                 f"cannot reach the MLflow tracking server at {uri} ({reason}); start it, or unset "
                 "MLFLOW_TRACKING_URI to log to sqlite:///mlflow.db here"
             ) from None
-    elif uri.startswith("sqlite:") and uri not in _OPENED:
+    elif uri.startswith("sqlite:") and (uri, create) not in _OPENED and (uri, True) not in _OPENED:
         _open_sqlite_store(uri, create)
-        _OPENED.add(uri)
+        _OPENED.add((uri, create))
+    else:
+        _check_scheme(uri)
     mlflow.set_tracking_uri(uri)
+
+
+def _check_scheme(uri: str) -> None:
+    """A tracking URI MLflow has no store for is one line, not a KeyError deep inside MLflow."""
+    from mlflow.tracking._tracking_service.utils import _tracking_store_registry  # MLflow's scheme -> store
+
+    try:
+        _tracking_store_registry.get_store_builder(uri)
+    except mlflow.exceptions.MlflowException:
+        raise InputError(
+            f"MLFLOW_TRACKING_URI={uri}: MLflow has no tracking store for this address; give sqlite:///PATH, "
+            "http(s)://HOST:PORT, postgresql://... or mysql://..., or unset it to log to sqlite:///mlflow.db here"
+        ) from None
 
 
 def _open_sqlite_store(uri: str, create: bool) -> None:
     """Check the file, then let MLflow open (and, for a new file, create) the store while holding
     a lock on its folder, so that two sweeps starting at once on a new store do not both create
-    its tables."""
+    its tables. `create=False` (reading): a read-only file is fine."""
     path = Path(uri.removeprefix("sqlite:///")).absolute()
     if path.is_dir():
         raise InputError(f"{uri}: {path} is a folder, not an SQLite file")
     if path.exists():
-        try:
-            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30) as database:
-                database.execute("PRAGMA schema_version").fetchone()  # reads the header: cheap at any size
-        except sqlite3.Error as error:
-            raise InputError(f"{uri}: not a usable SQLite database ({error})") from None
-        if not os.access(path, os.W_OK):
+        _check_database(uri, path)
+        if create and not os.access(path, os.W_OK):
             raise InputError(f"{uri}: the store is read-only")
     elif not create:
         raise InputError(f"{uri}: no MLflow store here yet (nothing has been logged to it)")
-    folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
-    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(f"{uri}: cannot create the store: {folder} is not a writable folder")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise InputError(f"{uri}: cannot create the store's folder ({error.strerror})") from None
+    if create:
+        folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+            raise InputError(f"{uri}: cannot create the store: {folder} is not a writable folder")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise InputError(f"{uri}: cannot create the store's folder ({error.strerror})") from None
     with exclusive_lock(path.parent):
-        try:  # sqlite3 fails at once where MLflow would retry for minutes
-            sqlite3.connect(path, timeout=30).close()
-        except sqlite3.Error as error:
-            raise InputError(f"{uri}: cannot create the store ({error})") from None
+        if create:
+            try:  # sqlite3 fails at once where MLflow would retry for minutes
+                sqlite3.connect(path, timeout=30).close()
+            except sqlite3.Error as error:
+                raise InputError(f"{uri}: cannot create the store ({error})") from None
         try:
             mlflow.MlflowClient(uri).search_experiments(max_results=1)  # opens the store; creates its tables if new
         except Exception as error:
             raise InputError(f"{uri}: cannot open the MLflow store ({one_line(error)})") from None
+
+
+def _check_database(uri: str, path: Path) -> None:
+    """That `path` is an SQLite database that can be read. A hot journal (a process was killed
+    while writing: `<file>-journal` holds what its unfinished write changed) is rolled back, as
+    SQLite does on the first read-write open, rather than refused."""
+    try:
+        _read_header(path, "ro")
+        return
+    except sqlite3.Error as error:
+        journal = path.with_name(f"{path.name}-journal")
+        if not (journal.exists() and "readonly" in str(error)):
+            raise InputError(f"{uri}: not a usable SQLite database ({error})") from None
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)):
+        raise InputError(
+            f"{uri}: a process was killed while writing to the store and left {journal.name}, which only a "
+            f"read-write open rolls back: {path} or its folder is read-only here"
+        )
+    try:
+        _read_header(path, "rw")
+    except sqlite3.Error as error:
+        raise InputError(f"{uri}: not a usable SQLite database ({error})") from None
+    log.warning("%s: rolled back the write a killed process left unfinished (%s)", uri, journal.name)
+
+
+def _read_header(path: Path, mode: str) -> None:
+    """Open `path` (`mode` ro or rw) and read its header: cheap at any size."""
+    with sqlite3.connect(f"file:{path}?mode={mode}", uri=True, timeout=30) as database:
+        database.execute("PRAGMA schema_version").fetchone()
+    database.close()
 
 
 def use_experiment(name: str) -> str:
