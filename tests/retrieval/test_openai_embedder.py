@@ -210,3 +210,9 @@ def test_the_rerank_endpoint_orders_as_the_local_cross_encoder(small_kb, clean, 
     stats = by_api.stats
     asked = sum(bool(hits) for hits in by_model.contexts.values())  # a question with no hits asks nothing
     assert stats["rerank/requests"] == asked > 0 and stats["rerank/retries"] == 0 and stats["rerank/tokens"] > 0
+
+
+def test_a_known_model_gets_its_list_price_unless_one_is_given(server):
+    assert OpenAIEmbedder(model="text-embedding-3-small").price_per_mtok == 0.02
+    assert OpenAIEmbedder(model="text-embedding-3-small", price_per_mtok=0.01).price_per_mtok == 0.01
+    assert OpenAIEmbedder(model=MODEL).price_per_mtok is None  # a self-hosted model: no list price

@@ -114,8 +114,9 @@ class Endpoint:
 class OpenAIEmbedder(Endpoint, Embedder):
     """`model`: the endpoint's model name; `base_url`: e.g. http://127.0.0.1:8080/v1 (null: OpenAI's
     own); `dimensions`: shorter vectors from a model that offers them; `price_per_mtok`: US$ per
-    million input tokens, for `cost/embed_usd`; `max_cost_usd`: refuse a run whose uncached corpus
-    is estimated to cost more."""
+    million input tokens, for `cost/embed_usd` (null: the list price of a model named in
+    `data/embedding_prices.yaml`, else unknown); `max_cost_usd`: refuse a run whose uncached
+    corpus is estimated to cost more."""
 
     remote = True
 
@@ -140,7 +141,8 @@ class OpenAIEmbedder(Endpoint, Embedder):
             max_concurrency,
         )
         self.timeout, self.max_retries = timeout, max_retries
-        self.price_per_mtok, self.max_cost_usd = price_per_mtok, max_cost_usd
+        self.price_per_mtok = price_per_mtok if price_per_mtok is not None else list_price(model)
+        self.max_cost_usd = max_cost_usd
         self._open()
         self._counts = {"requests": 0, "tokens": 0, "query_tokens": 0, "query_requests": 0}
         self._width: int | None = dimensions
@@ -336,6 +338,16 @@ class APIReranker(Endpoint, Reranker):
             self._requests += 1
             self._tokens += int((answer.get("usage") or {}).get("total_tokens") or 0)
         return scores
+
+
+def list_price(model: str) -> float | None:
+    """US$ per million input tokens of a known hosted model (`data/embedding_prices.yaml`), else None."""
+    from importlib import resources
+
+    import yaml
+
+    prices = yaml.safe_load(resources.files("sweep.data").joinpath("embedding_prices.yaml").read_text())
+    return prices.get(model)
 
 
 def estimated_tokens(text: str) -> int:
