@@ -9,11 +9,15 @@ Answers: a bad change (an unknown document id, a span that is not the document's
 refused with HTTP 400 and a message, and changes nothing; an unknown question is 404; a change
 made on a version of the question that is not the saved one any more (another tab, another app)
 is 409 with the message and the saved question, on which the page lets the change be made again.
-A tab sends its changes one after the other, so its own rapid clicks do not conflict.
+A tab sends its changes one after the other, so its own rapid clicks do not conflict. Every
+error is JSON `{"error": message}`, so the page can show it. A body over 1 MiB (413), a write
+from another site's page (403), framing: `sweep.labelling.guard`; ids with any character in the
+addresses: `sweep.labelling.addresses`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from collections.abc import Callable, Sequence
@@ -22,9 +26,11 @@ from importlib import resources
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
+from werkzeug.exceptions import HTTPException
 
 from sweep.errors import InputError
 from sweep.formats.golden import UNTYPED, GoldenSet, Question
+from sweep.labelling.addresses import route_any_id
 from sweep.labelling.changes import (
     Change,
     add_evidence,
@@ -35,6 +41,7 @@ from sweep.labelling.changes import (
     set_grade,
     set_unanswerable,
 )
+from sweep.labelling.guard import guard
 from sweep.labelling.queue import Queue
 from sweep.labelling.store import GoldenFile, StaleWrite, UnknownQuestion
 from sweep.labelling.views import Search, detail, progress, summary
@@ -47,6 +54,9 @@ def create_app(golden_file: GoldenFile, queue: Queue) -> Flask:
     app = Flask(__name__)
     # only this machine's names: another site's page cannot reach the app through DNS rebinding
     app.config["TRUSTED_HOSTS"] = ["127.0.0.1", "localhost"]
+    page_html = resources.files(__package__).joinpath(PAGE).read_text(encoding="utf-8")
+    guard(app, page_html)
+    route_any_id(app)
     search = Search(corpus)
 
     def body() -> dict[str, Any]:
@@ -54,6 +64,10 @@ def create_app(golden_file: GoldenFile, queue: Queue) -> Flask:
         data = request.get_json(silent=True)
         if not isinstance(data, dict):
             raise InputError("expected a JSON object")
+        try:  # JSON's \ud800 escapes give lone surrogates, which no file can hold
+            json.dumps(data, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise InputError("the change holds text that is not valid Unicode (a lone surrogate)") from None
         return data
 
     def changed(question: Question, golden: GoldenSet, notes: Sequence[str] = ()) -> Response:
@@ -65,6 +79,10 @@ def create_app(golden_file: GoldenFile, queue: Queue) -> Flask:
             notes=list(notes),
             saved=datetime.now().strftime("%H:%M:%S"),
         )
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException) -> tuple[Response, int]:
+        return jsonify(error=f"{error.code} {error.name}: {error.description}"), error.code or 500
 
     @app.errorhandler(InputError)
     def bad_input(error: InputError) -> tuple[Response, int]:
@@ -84,7 +102,7 @@ def create_app(golden_file: GoldenFile, queue: Queue) -> Flask:
 
     @app.get("/")
     def page() -> Response:
-        return Response(resources.files(__package__).joinpath(PAGE).read_text(encoding="utf-8"), mimetype="text/html")
+        return Response(page_html, mimetype="text/html")
 
     @app.get("/favicon.ico")
     def no_icon() -> Response:
@@ -103,7 +121,7 @@ def create_app(golden_file: GoldenFile, queue: Queue) -> Flask:
             fields=sorted(corpus.metadata_fields),
         )
 
-    @app.get("/api/questions/<qid>")
+    @app.get("/api/questions/<qid:qid>")
     def question(qid: str) -> Response:
         found = golden_file.read().by_id.get(qid)
         if found is None:
@@ -120,35 +138,35 @@ def create_app(golden_file: GoldenFile, queue: Queue) -> Flask:
         question, notes, golden = golden_file.change(qid, data.get("version"), make(data))
         return changed(question, golden, notes)
 
-    @app.post("/api/questions/<qid>")
+    @app.post("/api/questions/<qid:qid>")
     def edit_question(qid: str) -> Response:
         return changing(qid, lambda data: edit(corpus, data))
 
-    @app.post("/api/questions/<qid>/grade")
+    @app.post("/api/questions/<qid:qid>/grade")
     def grade(qid: str) -> Response:
         return changing(qid, lambda data: set_grade(corpus, data.get("doc"), data.get("grade")))
 
-    @app.post("/api/questions/<qid>/unanswerable")
+    @app.post("/api/questions/<qid:qid>/unanswerable")
     def unanswerable(qid: str) -> Response:
         return changing(qid, lambda data: set_unanswerable(data.get("value")))
 
-    @app.post("/api/questions/<qid>/evidence")
+    @app.post("/api/questions/<qid:qid>/evidence")
     def evidence(qid: str) -> Response:
         return changing(
             qid,
             lambda data: add_evidence(corpus, data.get("doc"), data.get("start"), data.get("end"), data.get("text")),
         )
 
-    @app.post("/api/questions/<qid>/evidence/remove")
+    @app.post("/api/questions/<qid:qid>/evidence/remove")
     def unrecord(qid: str) -> Response:
         return changing(qid, lambda data: remove_evidence(corpus, data.get("doc"), data.get("index")))
 
-    @app.post("/api/questions/<qid>/delete")
+    @app.post("/api/questions/<qid:qid>/delete")
     def delete(qid: str) -> Response:
         golden = golden_file.delete(qid, body().get("version"))
         return jsonify(progress=progress(golden, queue), saved=datetime.now().strftime("%H:%M:%S"))
 
-    @app.get("/api/documents/<path:doc>")
+    @app.get("/api/documents/<doc:doc>")
     def document(doc: str) -> Response:
         found = known_document(corpus, doc)
         return jsonify(id=found.id, title=found.title, content=found.content, metadata=dict(found.metadata))

@@ -29,6 +29,7 @@ from sweep.formats.corpus import Corpus
 from sweep.formats.files import exclusive_lock
 from sweep.formats.golden import GoldenSet, Question, load_golden, question_record, save_golden
 from sweep.formats.records import JSON_LINES_SUFFIXES, identifier
+from sweep.labelling.addresses import check_addressable
 from sweep.labelling.changes import Change
 
 
@@ -108,6 +109,7 @@ class GoldenFile:
             if qid in (None, ""):
                 qid = next(f"q{n:03d}" for n in range(1, len(golden) + 2) if f"q{n:03d}" not in golden.by_id)
             qid = identifier(qid, "new question", "id").strip()
+            check_addressable(qid, "new question")
             if qid in golden.by_id:
                 raise InputError(f"question id {qid!r} is taken: choose another (or leave it empty)")
             question = Question(id=qid, relevant={}, **fields)
@@ -123,7 +125,8 @@ class GoldenFile:
 
 
 def open_golden(path: Path, corpus: Corpus) -> GoldenFile:
-    """The golden file, checked in full against the corpus before anything is served."""
+    """The golden file, checked in full against the corpus (and every question id for the app's addresses,
+    `sweep.labelling.addresses`) before anything is served."""
     if path.suffix.lower() not in JSON_LINES_SUFFIXES:
         raise InputError(f"{path}: sweep.label edits a JSON Lines golden set (.jsonl); convert it first")
     if not path.parent.is_dir():
@@ -131,7 +134,8 @@ def open_golden(path: Path, corpus: Corpus) -> GoldenFile:
     if path.is_dir():
         raise InputError(f"{path}: is a folder; give the golden file (.jsonl)")
     if path.exists():
-        load_golden(path, corpus, warn=False)
+        for question in load_golden(path, corpus, warn=False):
+            check_addressable(question.id, str(path))
     golden_file = GoldenFile(path, corpus)
     golden_file.remove_stale_temporaries()
     return golden_file
