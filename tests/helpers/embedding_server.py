@@ -17,8 +17,8 @@ the scores the CrossEncoder's raw logits.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import threading
-import time
 
 import torch
 import uvicorn
@@ -64,7 +64,7 @@ def create_app(key: str | None = None, reranker: str | None = None) -> FastAPI:
         if position is not None and position == faults.get("server_error"):
             return JSONResponse({"error": {"message": "boom"}}, status_code=500)
         if position is not None and position == faults.get("slow"):
-            time.sleep(faults.get("slow_s", 3))
+            await asyncio.sleep(faults.get("slow_s", 3))  # only this request waits, not the server
         if faults.get("not_json"):
             return PlainTextResponse("<html>gateway</html>", status_code=200, media_type="text/html")
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]

@@ -34,7 +34,7 @@ MODEL = "all-MiniLM-L6-v2"
 def call(url: str, body: dict | None = None) -> dict:
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as answer:
+    with urllib.request.urlopen(request, timeout=120) as answer:  # the server encodes one request at a time
         return json.loads(answer.read())
 
 
@@ -216,3 +216,20 @@ def test_a_known_model_gets_its_list_price_unless_one_is_given(server):
     assert OpenAIEmbedder(model="text-embedding-3-small").price_per_mtok == 0.02
     assert OpenAIEmbedder(model="text-embedding-3-small", price_per_mtok=0.01).price_per_mtok == 0.01
     assert OpenAIEmbedder(model=MODEL).price_per_mtok is None  # a self-hosted model: no list price
+
+
+@pytest.mark.slow  # python -m sweep in a subprocess, twice
+def test_a_run_through_faults_scores_as_a_clean_run_and_caches_each_entry_once(tmp_path, clean):
+    for folder in ("clean", "faulty"):
+        (tmp_path / folder).mkdir()
+    assert sweep_with_endpoint(tmp_path / "clean", clean).returncode == 0
+    clean.faults(every=20, rate_limit=3, server_error=7, slow=11, slow_s=12)  # 429 Retry-After 1, 500, a timeout
+    # small batches, one at a time: the server encodes in turn, so only the held request may time out
+    small = ("model.embedder.batch_size=16", "model.embedder.max_concurrency=1", "model.embedder.timeout=10")
+    faulty = sweep_with_endpoint(tmp_path / "faulty", clean, *small)
+    assert faulty.returncode == 0, faulty.stderr[-2000:]
+    metrics = {f: runs_in(f"sqlite:///{tmp_path / f / 'mlflow.db'}")[1][0].data.metrics for f in ("clean", "faulty")}
+    assert metrics["faulty"]["ndcg_at_10"] == metrics["clean"]["ndcg_at_10"]
+    assert metrics["faulty"]["embed/retries"] >= 3 and metrics["clean"]["embed/retries"] == 0
+    entries = {f: sorted(p.name for p in (tmp_path / f / "cache").glob("*.npz")) for f in ("clean", "faulty")}
+    assert entries["faulty"] == entries["clean"] and entries["clean"]  # the same entries, each written once
