@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,6 +25,7 @@ import pytest
 from helpers.commands import one_error_line, sweep, sweep_command, wait_for
 from helpers.data import golden_of
 from helpers.logged import BROKEN, golden, log_run, rankings
+from helpers.stores import command, leave_a_hot_journal, on_a_full_disk, states
 from sweep.formats.corpus import Corpus, Document
 from sweep.tracking import (
     GOLDEN_DIGEST,
@@ -36,32 +38,7 @@ from sweep.tracking import (
     trial_run,
 )
 
-# root ignores file modes: a command that must meet a read-only file runs without that power
-READ_ONLY_POWER = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
 SWEEP = ("-m", "model=bm25,tfidf", "chunk=0,200")  # 4 lexical combinations: quick to kill and resume
-
-
-def command(cwd: Path, *args: str, env: dict | None = None, reader: bool = False) -> subprocess.CompletedProcess:
-    """`python -m ARGS` in `cwd`, the store `./mlflow.db` unless `env` says otherwise; `reader`: as
-    a process that file modes bind (root without its override)."""
-    prefix = READ_ONLY_POWER if reader and os.geteuid() == 0 else []
-    if prefix and shutil.which("setpriv") is None:
-        pytest.fail("running as root, this test needs setpriv (util-linux) to meet a read-only file")
-    environment = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", PARENT_RUN)}
-    return subprocess.run(
-        [*prefix, sys.executable, "-m", *args], cwd=cwd, env=environment | (env or {}),
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-
-
-def states(database: Path) -> dict[str, tuple[str, str | None]]:
-    """{run id: (status, its `error` tag)} read straight from the SQLite file, read-only."""
-    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as connection:
-        rows = connection.execute(
-            "SELECT r.run_uuid, r.status, t.value FROM runs r LEFT JOIN tags t ON t.run_uuid = r.run_uuid AND t.key = 'error'"
-        ).fetchall()
-    connection.close()
-    return {run_id: (status, error) for run_id, status, error in rows}
 
 
 def log_failed(golden_set) -> str:
@@ -74,20 +51,33 @@ def log_failed(golden_set) -> str:
 
 @pytest.fixture
 def store(tmp_path, monkeypatch) -> SimpleNamespace:
-    """A store in tmp_path logged in process: `good`, `worse` (8 questions broken) and `failed`."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    """A store in tmp_path/store logged in process: `good`, `worse` (8 questions broken) and `failed`."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
     monkeypatch.delenv(PARENT_RUN, raising=False)
     g = golden()
     runs = SimpleNamespace(
-        folder=tmp_path,
-        db=tmp_path / "mlflow.db",
+        folder=folder,
+        db=folder / "mlflow.db",
+        journal=folder / "mlflow.db-journal",
         good=log_run("good", g, rankings(g)),
         worse=log_run("worse", g, rankings(g, BROKEN)),
         failed=log_failed(g),
     )
     yield runs
     mlflow.set_tracking_uri(None)
+    for path in (folder, runs.db):
+        path.chmod(0o755)
+
+
+def data_overrides(data: Path, cwd: Path) -> list[str]:
+    return [
+        f"golden.path={data / 'golden.jsonl'}",
+        f"golden.corpus={data / 'corpus.jsonl'}",
+        f"cache_dir={cwd / 'cache'}",
+    ]
 
 
 # ---------------------------------------------------------------- the data digests
@@ -196,3 +186,218 @@ def objectives(folder: Path) -> dict[tuple[str, str], float]:
     )
     kept = [c for c in children if SUPERSEDED_BY not in c.data.tags]
     return {(c.data.params["model"], c.data.params["chunk"]): c.data.metrics["ndcg_at_10"] for c in kept}
+
+
+# ---------------------------------------------------------------- the store itself
+
+
+@pytest.mark.slow
+def test_a_hot_journal_left_by_kill_9_is_rolled_back_not_refused(store):
+    before = states(store.db)
+    leave_a_hot_journal(store.db)
+    best = command(store.folder, "sweep.best")
+    assert best.returncode == 0 and best.stdout.startswith(f"run {store.good}: ndcg_at_10 = 1.0000, the highest")
+    assert (
+        best.stderr
+        == "sqlite:///mlflow.db: rolled back the write a killed process left unfinished (mlflow.db-journal)\n"
+    )
+    assert not store.journal.exists() and states(store.db) == before  # the unfinished write is undone
+    # a hot journal in a store this process may not write: one line, and the journal is kept
+    leave_a_hot_journal(store.db)
+    store.db.chmod(0o444)
+    store.folder.chmod(0o555)
+    refused = command(store.folder, "sweep.check", "--baseline", store.good, "--candidate", store.good, reader=True)
+    assert refused.returncode == 2 and one_error_line(refused.stderr) == (
+        "sqlite:///mlflow.db: a process was killed while writing to the store and left mlflow.db-journal, which "
+        f"only a read-write open rolls back: {store.db} or its folder is read-only here"
+    )
+    assert store.journal.exists()
+
+
+@pytest.mark.slow
+def test_a_store_killed_while_its_tables_were_made_is_made_anew(tmp_path, small_kb_files):
+    """MLflow makes a new store's tables in dozens of migrations, not one transaction: they are
+    made beside the store, which appears whole or not at all."""
+    opening = "from sweep.tracking import connect; connect()"
+    process = subprocess.Popen(
+        [sys.executable, "-c", opening],
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+    )
+    deadline = time.monotonic() + 120
+    while not (tmp_path / ".mlflow.db.new").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert (tmp_path / ".mlflow.db.new").exists() and not (tmp_path / "mlflow.db").exists()
+    best = command(tmp_path, "sweep.best")
+    assert (
+        best.returncode == 2
+        and one_error_line(best.stderr)
+        == "sqlite:///mlflow.db: no MLflow store here yet (nothing has been logged to it)"
+    )
+    run = command(
+        tmp_path, "sweep", "model=bm25", *data_overrides(small_kb_files, tmp_path), f"hydra.run.dir={tmp_path / 'out'}"
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert [status for status, _ in states(tmp_path / "mlflow.db").values()] == ["FINISHED"]
+    assert not (tmp_path / ".mlflow.db.new").exists()
+
+
+@pytest.mark.slow
+def test_reading_commands_work_on_a_read_only_store(store, small_kb_files, tmp_path):
+    before = states(store.db)
+    store.db.chmod(0o444)
+    store.folder.chmod(0o555)
+    best = command(store.folder, "sweep.best", reader=True)
+    assert best.returncode == 0 and best.stdout.startswith(f"run {store.good}: ndcg_at_10 = 1.0000"), best.stderr
+    check = command(store.folder, "sweep.check", "--baseline", store.good, "--candidate", store.worse, reader=True)
+    assert check.returncode == 1 and "check failed: 1 of 1 comparisons regressed" in check.stdout  # it gates
+    compare = command(store.folder, "sweep.compare", store.good, store.worse, "--no-log", reader=True)
+    assert compare.returncode == 0 and compare.stderr == ""
+    # a command that writes says so, in one line, before it runs anything
+    data = [*data_overrides(small_kb_files, tmp_path), f"hydra.run.dir={tmp_path / 'out'}"]
+    written = command(store.folder, "sweep", "model=bm25", *data, reader=True)
+    assert written.returncode == 2 and one_error_line(written.stderr) == "sqlite:///mlflow.db: the store is read-only"
+    assert states(store.db) == before
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_one_line_and_the_run_is_failed(tmp_path, small_kb_files):
+    run = [sys.executable, "-m", "sweep", "model=bm25", *data_overrides(small_kb_files, tmp_path)]
+    # the store's filesystem is full: its tables exist, the run's writes do not fit
+    store = tmp_path / "store"
+    store.mkdir()
+    uri = f"sqlite:///{store / 'fs' / 'mlflow.db'}"
+    prepare = f"{sys.executable} -c 'from sweep.tracking import connect, use_experiment; connect(); use_experiment(\"golden-sweep\")'"
+    code, stderr = on_a_full_disk(
+        store, store / "fs", [*run, f"hydra.run.dir={store / 'out'}"], {"MLFLOW_TRACKING_URI": uri},
+        prepare=prepare, after=f"cp {store / 'fs' / 'mlflow.db'} {store / 'after.db'}",
+    )  # fmt: skip
+    [(run_id, (status, error))] = states(store / "after.db").items()
+    assert code == 2 and status == "FAILED"
+    assert error == f"no space left to log it ({uri}: database or disk is full)"
+    assert one_error_line(stderr) == f"run {run_id}: {error}; the run is marked FAILED"
+    # mlruns/ is full: the store (./mlflow.db) is not
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    code, stderr = on_a_full_disk(artifacts, artifacts / "mlruns", [*run, f"hydra.run.dir={artifacts / 'out'}"], {})
+    [(run_id, (status, error))] = states(artifacts / "mlflow.db").items()
+    assert code == 2 and status == "FAILED"
+    where = (artifacts / "mlruns" / run_id / "artifacts").as_uri()
+    assert error == f"no space left to log it (its artifacts in {where}: No space left on device)"
+    assert one_error_line(stderr) == f"run {run_id}: {error}; the run is marked FAILED"
+
+
+# ---------------------------------------------------------------- one line, not a traceback
+
+UNSET = "a sweep sets it for its combinations; unset it to log a run of your own"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["model=bm25", "hydra.run.dir=/proc/nope"], {}, "hydra.run.dir=/proc/nope: Hydra cannot create its output folder there (/proc: No such file or directory); give hydra.run.dir=<a writable folder>"),
+        (["-m", "model=bm25,tfidf", "hydra.sweep.dir=/proc/nope"], {}, "hydra.sweep.dir=/proc/nope: Hydra cannot create its output folder there (/proc: No such file or directory); give hydra.sweep.dir=<a writable folder>"),
+        (["model=bm25", "hydra.run.dir={tmp}/out"], {"MLFLOW_TRACKING_URI": "nonsense://x/y"}, "MLFLOW_TRACKING_URI=nonsense://x/y: MLflow has no tracking store for this address; give sqlite:///PATH, http(s)://HOST:PORT, postgresql://... or mysql://..., or unset it to log to sqlite:///mlflow.db here"),
+        (["model=bm25", "hydra.run.dir={tmp}/out"], {PARENT_RUN: "xyz"}, f"SWEEP_PARENT_RUN_ID='xyz': not an MLflow run id (32 hexadecimal digits); {UNSET}"),
+        (["model=bm25", "hydra.run.dir={tmp}/out"], {PARENT_RUN: "0" * 32}, f"SWEEP_PARENT_RUN_ID={'0' * 32}: no such run at sqlite:///mlflow.db; {UNSET}"),
+        (["-m", "model=bm25,tfidf", "chunk=range(0,3000000,1000)"], {}, "-m: 6,000 combinations; one sweep runs at most 1,000 (each is an MLflow run, checked before the first starts): split it, or let a sweeper choose (hydra/sweeper=optuna)"),
+    ],
+)  # fmt: skip
+def test_a_bad_place_or_address_is_one_line_and_no_run(tmp_path, small_kb_files, args, env, message):
+    result = command(
+        tmp_path, "sweep", *[a.format(tmp=tmp_path) for a in args], *data_overrides(small_kb_files, tmp_path), env=env
+    )
+    assert result.returncode == 2 and one_error_line(result.stderr) == message
+    assert not (tmp_path / "mlflow.db").exists() or states(tmp_path / "mlflow.db") == {}
+
+
+@pytest.mark.slow
+def test_a_read_only_working_folder_is_one_line(tmp_path, small_kb_files):
+    folder = tmp_path / "read-only"
+    folder.mkdir(mode=0o555)
+    result = command(folder, "sweep", "model=bm25", *data_overrides(small_kb_files, tmp_path), reader=True)
+    folder.chmod(0o755)
+    assert result.returncode == 2
+    assert re.fullmatch(
+        rf"hydra.run.dir={folder}/outputs/\d{{4}}-\d\d-\d\d/\d\d-\d\d-\d\d: Hydra cannot create its output folder "
+        rf"there \({folder}: Permission denied\); give hydra.run.dir=<a writable folder>",
+        one_error_line(result.stderr),
+    )
+    assert list(folder.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_what_the_reading_commands_refuse_is_one_line(store):
+    before = states(store.db)
+    cases = [
+        (["sweep.compare", store.good, store.worse, "--resamples", "20000000"], "--resamples 20000000: give 1 to 100,000 (the default 2,000 gives p-values to about 0.001; more only take longer)"),
+        (["sweep.check", "--baseline", store.good, "--candidate", store.failed], f"run {store.failed} FAILED (RuntimeError: the index could not be built): it holds no evaluation to compare"),
+        (["sweep.best", "--among", "tied", "--prefer", "nosuch/metric"], "--prefer 'nosuch/metric': no run tied with the best has this metric (1 tied; the costs they have: none)"),
+        (["sweep.best", "--prefer", "latency/search_ms_p50"], "--prefer latency/search_ms_p50: it chooses among the runs tied with the best; add --among tied"),
+    ]  # fmt: skip
+    for args, message in cases:
+        result = command(store.folder, *args)
+        assert result.returncode == 2 and one_error_line(result.stderr) == message, args
+    # mlruns/ deleted: the line says so, also where --among tied would first miss a per-question table
+    shutil.rmtree(store.folder / "mlruns")
+    gone = store.folder / "mlruns" / store.good / "artifacts"
+    for among in ("best", "tied"):
+        result = command(store.folder, "sweep.best", "--among", among)
+        assert result.returncode == 2 and one_error_line(result.stderr) == (
+            f"run {store.good}: its artifacts are gone ({gone} does not exist: was mlruns/ moved or deleted?)"
+        )
+    assert states(store.db) == before
+
+
+# ---------------------------------------------------------------- kill -9 at any moment, then resume
+
+
+def kill_and_resume(folder: Path, data: Path, reference: dict, seconds: float) -> dict:
+    """`python -m sweep SWEEP` in `folder` killed with SIGKILL after `seconds`, then resumed:
+    what the resumed store holds, and whether it is what `reference` (an uninterrupted sweep's
+    `objectives`) measured."""
+    folder.mkdir()
+    args, env = sweep_command(folder, data, *SWEEP)
+    process = subprocess.Popen(args, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(seconds)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    journal = (folder / "mlflow.db-journal").exists()
+    resumed = sweep(folder, data, *SWEEP, "resume=true")
+    after = states(folder / "mlflow.db") if (folder / "mlflow.db").exists() else {}
+    values = objectives(folder) if resumed.returncode == 0 else {}
+    return {
+        "killed_at_s": round(seconds, 2),
+        "journal_left": journal,
+        "resume_exit": resumed.returncode,
+        "errors": [line for line in resumed.stderr.splitlines() if line.startswith("error:")],
+        "running": sum(status == "RUNNING" for status, _ in after.values()),
+        "reused": resumed.stdout.count("(resume)") + resumed.stderr.count("(resume)"),
+        "finished_children": len(values),
+        "same_numbers": values == reference,
+    }
+
+
+def kill_loop(tmp_path: Path, data: Path, iterations: int, seed: int) -> list[dict]:
+    """An uninterrupted sweep, then `iterations` sweeps killed at random moments of it, each resumed."""
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    start = time.monotonic()
+    assert sweep(whole, data, *SWEEP).returncode == 0
+    duration, reference = time.monotonic() - start, objectives(whole)
+    assert len(reference) == 4
+    moments = random.Random(seed)
+    return [
+        kill_and_resume(tmp_path / f"kill-{i}", data, reference, moments.uniform(0.5, duration))
+        for i in range(iterations)
+    ]
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_moments_then_resume_gives_the_uninterrupted_numbers(tmp_path, small_kb_files):
+    for outcome in kill_loop(tmp_path, small_kb_files, iterations=5, seed=23):
+        assert outcome["resume_exit"] == 0 and not outcome["errors"], outcome
+        assert outcome["running"] == 0 and outcome["finished_children"] == 4 and outcome["same_numbers"], outcome

@@ -127,8 +127,8 @@ def _cheapest_tied(metric: str, candidates: Sequence[LoggedRun], prefer: str, go
     if cost.isna().all():
         known = sorted({name for r in tied.index for name in metrics[r] if name in COSTS})
         raise InputError(
-            f"--prefer {prefer!r}: none of the {len(tied)} runs tied with the best has this metric "
-            f"(their costs: {', '.join(known) or 'none'})"
+            f"--prefer {prefer!r}: no run tied with the best has this metric ({len(tied)} tied; the costs they "
+            f"have: {', '.join(known) or 'none'})"
         )
     chosen = cost.fillna(math.inf).sort_values(kind="stable").index[0]
     leader = board.index[0]

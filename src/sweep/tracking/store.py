@@ -76,9 +76,9 @@ def _check_scheme(uri: str) -> None:
 
 
 def _open_sqlite_store(uri: str, create: bool) -> None:
-    """Check the file, then let MLflow open (and, for a new file, create) the store while holding
-    a lock on its folder, so that two sweeps starting at once on a new store do not both create
-    its tables. `create=False` (reading): a read-only file is fine."""
+    """Check the file, then let MLflow open the store (for a new file, create it: `_create_store`)
+    while holding a lock on its folder, so that two sweeps starting at once on a new store do not
+    both create its tables. `create=False` (reading): a read-only file is fine."""
     path = Path(uri.removeprefix("sqlite:///")).absolute()
     if path.is_dir():
         raise InputError(f"{uri}: {path} is a folder, not an SQLite file")
@@ -97,15 +97,35 @@ def _open_sqlite_store(uri: str, create: bool) -> None:
         except OSError as error:
             raise InputError(f"{uri}: cannot create the store's folder ({error.strerror})") from None
     with exclusive_lock(path.parent):
-        if create:
-            try:  # sqlite3 fails at once where MLflow would retry for minutes
-                sqlite3.connect(path, timeout=30).close()
-            except sqlite3.Error as error:
-                raise InputError(f"{uri}: cannot create the store ({error})") from None
+        if create and (not path.exists() or path.stat().st_size == 0):
+            _create_store(uri, path)
         try:
-            mlflow.MlflowClient(uri).search_experiments(max_results=1)  # opens the store; creates its tables if new
+            mlflow.MlflowClient(uri).search_experiments(max_results=1)  # opens the store
         except Exception as error:
             raise InputError(f"{uri}: cannot open the MLflow store ({one_line(error)})") from None
+
+
+def _create_store(uri: str, path: Path) -> None:
+    """A new store at `path`, its tables made in a file beside it that then takes its name: a
+    process killed while MLflow creates the tables (tens of migrations, not one transaction)
+    leaves no half-made store behind, only that file, which the next creation replaces. The
+    caller holds the folder's lock."""
+    from mlflow.store.tracking import DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore  # what MLflow opens a sqlite:// store with
+
+    making = path.with_name(f".{path.name}.new")
+    for leftover in (making, making.with_name(f"{making.name}-journal")):
+        leftover.unlink(missing_ok=True)
+    try:  # sqlite3 fails at once where MLflow would retry for minutes
+        sqlite3.connect(making, timeout=30).close()
+    except sqlite3.Error as error:
+        raise InputError(f"{uri}: cannot create the store ({error})") from None
+    try:
+        store = SqlAlchemyStore(f"sqlite:///{making}", DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH)  # creates the tables
+        store.engine.dispose()
+    except Exception as error:
+        raise InputError(f"{uri}: cannot create the MLflow store ({one_line(error)})") from None
+    os.replace(making, path)
 
 
 def _check_database(uri: str, path: Path) -> None:
