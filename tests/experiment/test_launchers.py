@@ -13,9 +13,9 @@ import os
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -161,27 +161,22 @@ def test_ray_runs_the_sweep_on_a_local_cluster(tmp_path, small_kb_files, ray_clu
 
 
 @pytest.fixture
-def postgres(tmp_path) -> Iterator[str]:
-    """A throwaway PostgreSQL cluster in tmp_path on a free port of 127.0.0.1, stopped afterwards:
+def postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on a free port of 127.0.0.1, stopped and removed afterwards:
     its database `mlflow`'s URI. As root, its programs run as the user `postgres` (PostgreSQL
-    refuses root), and the folders above tmp_path are made passable (not readable) for it."""
+    refuses root); its folder is a fresh one directly in the system's temporary folder, so no
+    other pytest session resetting the permissions of pytest's own folders can lock it out."""
     binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
     if not binaries:
         pytest.skip("no PostgreSQL here (Debian's /usr/lib/postgresql/*/bin): apt-get install -y postgresql")
     bin_folder = binaries[-1].parent
     as_postgres: list[str] = []
-    opened: dict[Path, int] = {}
     if os.geteuid() == 0:
         if shutil.which("runuser") is None:
             pytest.skip("running as root, PostgreSQL needs another user: no runuser here")
         as_postgres = ["runuser", "-u", "postgres", "--"]
-        for folder in (tmp_path, *tmp_path.parents):
-            mode = folder.stat().st_mode
-            if not mode & stat.S_IXOTH:
-                opened[folder] = mode
-                folder.chmod(mode | stat.S_IXOTH)
-    home, port = tmp_path / "postgres", free_port()
-    (home / "sockets").mkdir(parents=True)
+    home, port = Path(tempfile.mkdtemp(prefix="golden-sweep-postgres-")), free_port()
+    (home / "sockets").mkdir()
     if as_postgres:
         shutil.chown(home, "postgres")
         shutil.chown(home / "sockets", "postgres")
@@ -199,8 +194,7 @@ def postgres(tmp_path) -> Iterator[str]:
         finally:
             pg("pg_ctl", "-D", str(home / "data"), "-m", "immediate", "-w", "stop")
     finally:
-        for folder, mode in opened.items():
-            folder.chmod(mode)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture
