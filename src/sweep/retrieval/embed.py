@@ -97,7 +97,7 @@ class SentenceTransformerEmbedder(Embedder):
     @cached_property
     def model(self) -> Any:
         model = load_sentence_transformer(self.path)
-        width = model.get_sentence_embedding_dimension()
+        width = model.get_embedding_dimension()  # sentence-transformers >= 6 (get_sentence_embedding_dimension before)
         if self.truncate_dim is not None and width is not None and self.truncate_dim > width:
             raise InputError(
                 f"model.embedder.truncate_dim={self.truncate_dim}: the model's vectors have {width} dimensions"
