@@ -132,49 +132,51 @@ def _component_rows(cls: type, node: dict, prefix: str, comments: dict[str, str]
     for name, hint in settings_of(cls).items():
         key = f"{prefix}.{name}"
         value = node.get(name, _ABSENT)
+        comment = comments.get(key) or _source_comment(cls, name)
         if isinstance(value, dict) and "_target_" in value:  # a nested component: its own rows
             child = _import(value["_target_"], key)
-            allowed = f"a component (`{child.__name__}`)"
-            rows.append(_row(key, allowed, "", comments.get(key) or _source_comment(cls, name)))
+            rows.append(_row(key, f"a component (`{child.__name__}`)", "", comment))
             rows += _component_rows(child, value, key, comments)
             continue
         if isinstance(value, str) and re.fullmatch(r"\$\{[\w.]+\}", value) and value[2:-1] in _GROUP_NAMES:
             allowed = f"the [`{value[2:-1]}`](#{value[2:-1]}) group"
         else:
             allowed = _describe(hint)
-        composed = _composed(node, name, prefix)
-        if value is _ABSENT and composed:  # from the defaults list: a hybrid's members, or a nested group's option
-            top = prefix.split(".")[0]
-            if (conf_group := f"{top}/{name}") in composed:
-                allowed, composed = (
-                    f"the [`{conf_group}`](#{top}-{name}) group",
-                    f"`{composed.split('=')[1].split(']')[0]}`",
-                )
-            rows.append(_row(key, allowed, composed, comments.get(key) or _source_comment(cls, name)))
+        if value is _ABSENT and (option := _nested_option(node, name)):  # `- embedder: local`: a group in the option
+            group = f"{prefix.split('.')[0]}/{name}"
+            rows.append(_row(key, f"the [`{group}`](#{group.replace('/', '-')}) group", f"`{option}`", comment))
+            continue
+        if value is _ABSENT and (members := _members(node, name)):  # a hybrid's members, from the defaults list
+            rows.append(_row(key, allowed, members, comment))
             continue
         if value is _ABSENT:
             default = _class_default(cls, signature, name)
             shown = "required" if default is _ABSENT else _shown(default) + " (not in the YAML)"
         else:
             shown = _shown(value)
-        rows.append(_row(key, allowed, shown, comments.get(key) or _source_comment(cls, name)))
+        rows.append(_row(key, allowed, shown, comment))
     return rows
 
 
-def _composed(node: dict, name: str, prefix: str) -> str:
-    """What the option's defaults list puts under `name`: a hybrid's members
-    (`- /model@members.bm25: bm25`) as `bm25: model=bm25, ...`, a nested group (`- embedder: local`)
-    as `model/embedder=local`; "" when nothing."""
-    entries = [entry for entry in node.get("defaults", []) if isinstance(entry, dict)]
+def _defaults_entries(node: dict) -> list[tuple[str, str]]:
+    """(source, option) of every `- source: option` entry in the option's defaults list."""
+    return [(str(k), str(v)) for entry in node.get("defaults", []) if isinstance(entry, dict) for k, v in entry.items()]
+
+
+def _members(node: dict, name: str) -> str:
+    """The options the defaults list places under `name` (`- /model@members.bm25: bm25`), as
+    `bm25: model=bm25, ...`; "" when none."""
     placed = []
-    for entry in entries:
-        for source, option in entry.items():
-            group, _, package = source.lstrip("/").partition("@")
-            if package.startswith(f"{name}."):
-                placed.append(f"{package.removeprefix(name + '.')}: {group}={option}")
-            elif source == name:
-                placed.append(f"[{prefix.split('.')[0]}/{name}={option}](#{prefix.split('.')[0]}-{name})")
+    for source, option in _defaults_entries(node):
+        group, _, package = source.lstrip("/").partition("@")
+        if package.startswith(f"{name}."):
+            placed.append(f"{package.removeprefix(name + '.')}: {group}={option}")
     return ", ".join(placed)
+
+
+def _nested_option(node: dict, name: str) -> str | None:
+    """The option the defaults list chooses for the group `name` inside this one (`- embedder: local`)."""
+    return next((option for source, option in _defaults_entries(node) if source == name), None)
 
 
 # --- the schema ---------------------------------------------------------------------------------
