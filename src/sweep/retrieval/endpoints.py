@@ -307,6 +307,9 @@ class APIReranker(Endpoint, Reranker):
         }
         answer = self._call(lambda: self.client.post("/rerank", cast_to=object, body=body), "/rerank")
         scores = self._checked(answer, len(top))
+        with self._lock:
+            self._requests += 1
+            self._tokens += int((answer.get("usage") or {}).get("total_tokens") or 0)
         order = np.argsort(-scores, kind="stable")  # equal scores keep the retriever's order
         return Hits(scores[order], top.ids[order])
 
@@ -334,9 +337,6 @@ class APIReranker(Endpoint, Reranker):
             scores[index] = score
         if np.isnan(scores).any():
             raise InputError(f"{where} scored {int((~np.isnan(scores)).sum())} of {expected} documents")
-        with self._lock:
-            self._requests += 1
-            self._tokens += int((answer.get("usage") or {}).get("total_tokens") or 0)
         return scores
 
 
