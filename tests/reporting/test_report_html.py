@@ -1,6 +1,7 @@
 """The sweep's report.html: built from real SweepResults (synthetic per-question values ranked by
-sweep.evaluation.leaderboard), checked as text (self-contained, deterministic, escaped) and as a page
-rendered by headless Chromium."""
+sweep.evaluation.leaderboard) and from a real sweep, checked as text (self-contained, deterministic,
+escaped, labels and config keys) and as pages rendered by headless Chromium at the width of MLflow's
+artifact viewer (no sideways scroll of the leaderboard, AA contrast computed from the page's colours)."""
 
 from __future__ import annotations
 
@@ -10,27 +11,62 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweep.evaluation.leaderboard import SweepResults, differing_keys, minimum_detectable_effect, rank
-from sweep.reporting.html import render
+from sweep.evaluation.leaderboard import (
+    ConfigRun,
+    SweepResults,
+    build,
+    differing_keys,
+    minimum_detectable_effect,
+    rank,
+)
+from sweep.reporting.configs import config_labels, settings_that_differ, shared_overrides, split_overrides
+from sweep.reporting.html import contrast, render
+from sweep.reporting.svg import Point, pareto_svg
 
 OBJECTIVE = "ndcg_at_10"
 TYPES = ("lookup", "policy", "procedure")
 HOSTILE = '<script>window.injected = true; alert("x")</script> Travel & expenses: who signs?'
+SHARED = "golden.path=golden.jsonl golden.corpus=docs cache_dir=cache"  # every configuration's
+VIEWER_WIDTH = 860  # MLflow's artifact viewer shows an HTML artifact about this wide
 
-# run id -> (overrides label, status, latency p50 in ms or None)
+# run id -> (overrides, status, latency p50 in ms or None)
 CONFIGS = {
-    "run-hnsw": ("model=minilm index=hnsw", "FINISHED", 12.5),
-    "run-flat": ("model=minilm index=flat", "FINISHED", 4.0),  # tied with the leader and faster: the front
-    "run-bm25": ("model=bm25", "FINISHED", 9.0),  # worse and slower than run-flat: dominated
-    "run-tfidf": ("model=tfidf", "FINISHED", None),  # worse, no latency logged: not placed
-    "run-broken": ("model=broken", "FAILED", None),
+    "run-hnsw": (f"model=minilm index=hnsw {SHARED}", "FINISHED", 12.5),
+    "run-flat": (f"model=minilm index=flat {SHARED}", "FINISHED", 4.0),  # tied with the leader and faster: the front
+    "run-bm25": (f"model=bm25 {SHARED}", "FINISHED", 9.0),  # worse and slower than run-flat: dominated
+    "run-tfidf": (f"model=tfidf {SHARED}", "FINISHED", None),  # worse, no latency logged: not placed
+    "run-broken": (f"model=broken {SHARED}", "FAILED", None),
 }
+LABELS = {
+    "run-hnsw": "model=minilm index=hnsw",
+    "run-flat": "model=minilm index=flat",
+    "run-bm25": "model=bm25",
+    "run-tfidf": "model=tfidf",
+    "run-broken": "model=broken",
+}
+DENSE = {"model._target_": "sweep.retrieval.dense.DenseRetriever", "model.cache.folder": "/home/me/cache"}
+DENSE |= {"model.embed.address": "None", "model.embedder.query_prompt": ""}  # unset: as absent as a lexical run's
+
+
+def params(model: str, index: str, chunk: str = "256", **more: str) -> dict[str, str]:
+    """What a run logs: each group's option, the resolved config flattened (chunking.size is
+    ${chunk}, a dense model's index is ${index})."""
+    target = {"flat": "FlatIndex", "hnsw": "HNSWIndex"}[index]
+    logged = {"model": model, "index": index, "index._target_": f"sweep.retrieval.index.{target}", "seed": "0"}
+    logged |= {"chunk": chunk, "chunking.size": chunk, "cache_dir": "cache"} | (
+        {"index.M": "32"} if index == "hnsw" else {}
+    )
+    return logged | more
+
+
 PARAMS = {
-    "run-hnsw": {"model": "minilm", "index": "hnsw", "seed": "0", "chunk.size": "256"},
-    "run-flat": {"model": "minilm", "index": "flat", "seed": "0", "chunk.size": "256"},
-    "run-bm25": {"model": "bm25", "index": "flat", "seed": "0", "chunk.size": "256"},
-    "run-tfidf": {"model": "tfidf", "index": "flat", "seed": "0", "chunk.size": "256"},
-    "run-broken": {"model": "broken", "index": "flat", "seed": "0", "chunk.size": "512"},
+    "run-hnsw": params("minilm", "hnsw", **DENSE, **{"model.index._target_": "sweep.retrieval.index.HNSWIndex"}),
+    "run-flat": params("minilm", "flat", **DENSE, **{"model.index._target_": "sweep.retrieval.index.FlatIndex"}),
+    "run-bm25": params(
+        "bm25", "flat", **{"model._target_": "sweep.retrieval.lexical.BM25Retriever", "model.k1": "1.5"}
+    ),
+    "run-tfidf": params("tfidf", "flat", **{"model._target_": "sweep.retrieval.lexical.TfidfRetriever"}),
+    "run-broken": params("broken", "flat", chunk="512"),
 }
 EXPECTED_ORDER = ["run-hnsw", "run-flat", "run-bm25", "run-tfidf", "run-broken"]
 
@@ -63,6 +99,7 @@ def sweep_results() -> SweepResults:
             "latency/search_ms_p50": [CONFIGS[r][2] if CONFIGS[r][2] is not None else np.nan for r in EXPECTED_ORDER],
             "latency/search_ms_p95": [3 * CONFIGS[r][2] if CONFIGS[r][2] else np.nan for r in EXPECTED_ORDER],
             "index/bytes": [5_400_000.0, 1_200_000.0, 80_000.0, 800.0, np.nan],
+            "time/embed_s": [1234.5, 1234.5, np.nan, np.nan, np.nan],
         },
         index=EXPECTED_ORDER,
     )
@@ -95,8 +132,8 @@ def test_page_is_self_contained_escaped_and_deterministic(results):
     page = render(results, "Sweep <golden> & co")
     assert page == render(results, "Sweep <golden> & co")
     assert "http://" not in page and "https://" not in page
-    assert not re.search(r"\bsrc\s*=", page, re.IGNORECASE)
-    assert all(href.startswith("#") for href in re.findall(r'href="([^"]*)"', page))  # in-page anchors only
+    assert not re.search(r"\b(src|href)\s*=", page, re.IGNORECASE)  # no link: MLflow's sandboxed viewer follows none
+    assert "<a " not in page and "<nav" not in page
     assert "@import" not in page and "url(" not in page
     assert "<script" not in page  # not even the question's: it is escaped
     assert html_escaped(HOSTILE) in page
@@ -107,6 +144,69 @@ def test_page_is_self_contained_escaped_and_deterministic(results):
 
 def html_escaped(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def test_configurations_are_named_by_the_overrides_that_vary():
+    configs = {run_id: overrides for run_id, (overrides, _, _) in CONFIGS.items()}
+    assert config_labels(configs) == LABELS
+    assert shared_overrides(configs) == SHARED.split()
+    assert split_overrides("a=1 b='x y' c=\"p q\" d=it's") == ["a=1", "b='x y'", 'c="p q"', "d=it's"]
+    # a sweep of one keeps its whole overrides; one without any is its run id; a repeated label gets the run id
+    assert config_labels({"r1": SHARED}) == {"r1": SHARED} and config_labels({"r1": ""}) == {"r1": "r1"}
+    assert config_labels({"r1": "model=bm25", "r2": "model=bm25"}) == {
+        "r1": "model=bm25 (run r1)",
+        "r2": "model=bm25 (run r2)",
+    }
+
+
+def test_config_table_shows_the_keys_that_differ_once():
+    """Not the class paths, the interpolated copies (chunking.size, model.index.*), the settings one
+    option brings (model.k1, model.cache.folder, index.M) or unset values (None, "")."""
+    configs = {run_id: overrides for run_id, (overrides, _, _) in CONFIGS.items()}
+    table = settings_that_differ(differing_keys(PARAMS), configs)
+    assert list(table.columns) == ["model", "index", "chunk"]
+    assert table["chunk"].tolist() == ["256", "256", "256", "256", "512"]
+    # two settings a sweeper varied together are both shown, though they change together
+    tuned = {"t1": {"model.k1": "1.2", "model.b": "0.75"}, "t2": {"model.k1": "1.5", "model.b": "0.6"}}
+    overrides = {"t1": "model.k1=1.2 model.b=0.75", "t2": "model.k1=1.5 model.b=0.6"}
+    assert list(settings_that_differ(differing_keys(tuned), overrides).columns) == ["model.k1", "model.b"]
+
+
+def test_heat_cells_read_black_or_white_whichever_contrasts_more(results):
+    page = render(results, "sweep")
+    styles = re.findall(r'class="heat"[^>]*style="background-color:#(\w{6});color:#(\w{6})"', page)
+    assert len(styles) > 30
+    for background, text in styles:
+        pair = [tuple(int(colour[i : i + 2], 16) for i in (0, 2, 4)) for colour in (background, text)]
+        assert contrast(*pair) >= 4.5, (background, text)
+
+
+def test_latency_axis_is_logarithmic_when_the_spread_exceeds_ten_times():
+    def svg(latencies: list[float]) -> str:
+        points = [Point(f"r{i}", f"model={i}", i + 1, 0.8, 0.7, 0.9, ms, "other") for i, ms in enumerate(latencies)]
+        return pareto_svg(points, OBJECTIVE)
+
+    def x_of(page: str) -> list[float]:
+        return [float(x) for x in re.findall(r'<circle class="point[^"]*"[^>]* cx="([\d.]+)"', page)]
+
+    spread = svg([0.3, 1.4, 173.0])  # bm25, tf-idf, MiniLM on the bundled set
+    assert "log scale" in spread and all(f">{tick}<" in spread for tick in (0.2, 1, 10, 100, 500))
+    bm25, tfidf, minilm = x_of(spread)
+    assert tfidf - bm25 > 100 and minilm - tfidf > 200  # a linear axis puts the first two 1 px apart
+    assert "log scale" not in svg([4.0, 9.0, 12.5])
+
+
+def test_a_sweep_whose_finished_runs_have_no_value_says_so():
+    """The walkthrough's first sweep: two runs finished on a golden set nothing is labelled in yet."""
+    unlabelled = pd.DataFrame(
+        {"qid": ["q1", "q2"], "question": ["a", "b"], "type": ["factoid"] * 2, OBJECTIVE: [np.nan, np.nan]}
+    )
+    runs = [ConfigRun(f"r-{m}", f"model={m} {SHARED}", "FINISHED", {}, {"model": m}, unlabelled) for m in ("x", "y")]
+    results = build(OBJECTIVE, runs)
+    page = render(results, "unlabelled")
+    assert "needs two finished configurations" not in page
+    assert "it needs two configurations with a value of ndcg_at_10, and 0 of the 2 finished have one" in page
+    assert "Nothing to plot" in page and page.count(">no value</td>") == 2
 
 
 def test_page_without_scored_configurations(results):
@@ -123,16 +223,65 @@ def test_page_without_scored_configurations(results):
     )
     page = render(empty, "failed sweep")
     assert "Nothing to plot" in page and 'class="point' not in page
-    assert '<td class="num">-</td>' in page
+    assert '<td class="num">-</td>' in page and ">FAILED</td>" in page
 
 
-def test_report_in_a_browser(results, browser, tmp_path):
+# ---------------------------------------------------------------- in Chromium
+
+RGB = re.compile(r"rgba?\((\d+), (\d+), (\d+)(?:, ([\d.]+))?\)")
+
+# each element's text colour and the colour behind it: its own background, or the nearest opaque
+# one of an ancestor (white at the top)
+COLOURS_JS = """
+const background = (element) => {
+  for (let e = element; e; e = e.parentElement) {
+    const colour = getComputedStyle(e).backgroundColor;
+    if (!/^rgba\\(.*, 0\\)$/.test(colour) && colour !== 'transparent') return colour;
+  }
+  return 'rgb(255, 255, 255)';
+};
+return [...document.querySelectorAll(arguments[0])]
+  .filter((e) => e.innerText.trim())
+  .map((e) => [e.innerText.trim().slice(0, 40), getComputedStyle(e).color, background(e)]);
+"""
+
+
+def rgb(colour: str) -> tuple[int, int, int]:
+    match = RGB.fullmatch(colour)
+    assert match and match.group(4) in (None, "1"), colour  # opaque: the ratio needs no blending
+    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+def check_in_the_viewer_width(browser, page) -> None:
+    """At MLflow's viewer width: nothing scrolls sideways, no link, every text (the heat cells'
+    included) at least 4.5:1 against its background, computed from the page's computed colours."""
+    browser.get(page.as_uri())
+    inner = browser.execute_script("return window.innerWidth")
+    browser.set_window_size(VIEWER_WIDTH + browser.get_window_size()["width"] - inner, 1000)
+    assert browser.execute_script("return window.innerWidth") == VIEWER_WIDTH
+    box = browser.execute_script(
+        "const b = document.getElementById('leaderboard').parentElement; return [b.scrollWidth, b.clientWidth]"
+    )
+    assert box[0] <= box[1], f"the leaderboard scrolls sideways at {VIEWER_WIDTH} px: {box}"
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= VIEWER_WIDTH
+    assert browser.execute_script("return document.querySelectorAll('a, script, iframe').length") == 0
+    heat = browser.execute_script(COLOURS_JS, "td.heat")
+    assert len(heat) == len(browser.find_elements("css selector", "td.heat"))  # every cell has a number
+    texts = heat + browser.execute_script(COLOURS_JS, "h1, h2, p, th, td, span.mark, span.ci")
+    low = [(text, colour, back) for text, colour, back in texts if contrast(rgb(colour), rgb(back)) < 4.5]
+    assert not low, low
+
+
+@pytest.mark.slow
+def test_reports_in_a_browser(results, real_sweep, browser, tmp_path):
+    """The synthetic sweep's page (every kind of row) and the real sweep's (`python -m sweep -m
+    model=bm25,tfidf` on the small knowledge base, written by the command itself)."""
     from selenium.common.exceptions import NoAlertPresentException
     from selenium.webdriver.common.by import By
 
     path = tmp_path / "report.html"
     path.write_text(render(results, "golden-sweep: model x index"), encoding="utf-8")
-    browser.get(path.as_uri())
+    check_in_the_viewer_width(browser, path)
 
     def texts(selector: str) -> list[str]:
         return [element.text for element in browser.find_elements(By.CSS_SELECTOR, selector)]
@@ -140,23 +289,29 @@ def test_report_in_a_browser(results, browser, tmp_path):
     def attributes(selector: str, name: str) -> list[str]:
         return [element.get_attribute(name) for element in browser.find_elements(By.CSS_SELECTOR, selector)]
 
-    # no script ran: no alert is open, the question's script set nothing, the DOM holds no script
+    # no script ran: no alert is open, the question's script set nothing
     with pytest.raises(NoAlertPresentException):
         browser.switch_to.alert.text  # noqa: B018
     assert browser.execute_script("return window.injected === undefined")
-    assert browser.execute_script("return document.getElementsByTagName('script').length") == 0
 
-    # 1. leaderboard: one row per configuration, best first, failed last; marks on the leader and its tie
+    # 1. leaderboard: one row per configuration, best first, failed last; a verdict on each
     assert attributes("#leaderboard tbody tr", "data-run-id") == EXPECTED_ORDER
-    marks = dict(zip(attributes("#leaderboard tbody tr", "data-run-id"), texts("#leaderboard td.tie-cell")))
-    assert marks == {"run-hnsw": "best", "run-flat": "= tied", "run-bm25": "", "run-tfidf": "", "run-broken": ""}
+    assert texts("#leaderboard td.config") == [LABELS[r] for r in EXPECTED_ORDER]
+    verdicts = dict(zip(attributes("#leaderboard tbody tr", "data-run-id"), texts("#leaderboard td.verdict")))
+    assert verdicts == {
+        "run-hnsw": "best",
+        "run-flat": "= tied",
+        "run-bm25": "worse",
+        "run-tfidf": "worse",
+        "run-broken": "FAILED",
+    }
     assert texts("#leaderboard tbody tr td:first-child") == ["1", "2", "3", "4", "-"]
-    failed = browser.find_element(By.CSS_SELECTOR, '#leaderboard tr[data-run-id="run-broken"]').text
-    assert "FAILED" in failed and "model=broken" in failed
     headers = texts("#leaderboard thead th")
-    assert {"latency p50 (ms)", "latency p95 (ms)", "index size", "p (Holm)", "n"} <= set(headers)
-    assert "embedding (s)" not in headers  # not logged, not shown
+    assert {"latency p50 (ms)", "latency p95 (ms)", "index size", "embedding (s)", "p (Holm)", "n"} <= {
+        " ".join(h.split()) for h in headers
+    }
     assert "are not detectable" in browser.find_element(By.CSS_SELECTOR, "p.mde").text
+    assert SHARED in " ".join(browser.find_element(By.CSS_SELECTOR, "p.summary").text.split())
 
     # 2. Pareto plot: a point per finished configuration with latency; the front is the leader and its tie
     points = browser.find_elements(By.CSS_SELECTOR, "#pareto circle.point")
@@ -166,6 +321,11 @@ def test_report_in_a_browser(results, browser, tmp_path):
     assert attributes("#pareto circle.point.leader", "data-run-id") == ["run-hnsw"]
     assert attributes("#pareto circle.point.tied", "data-run-id") == ["run-flat"]
     assert len(browser.find_elements(By.CSS_SELECTOR, "#pareto polyline.pareto-front")) == 1
+    assert sorted(texts("#pareto text.point-label")) == [
+        "#1 model=minilm index=hnsw",
+        "#2 model=minilm index=flat",
+        "#3 model=bm25",
+    ]
     assert any("model=tfidf" in note and "not placed" in note for note in texts("#pareto-section p.note"))
 
     # 3. heatmap: finished configurations x question types, a number in each cell
@@ -179,12 +339,17 @@ def test_report_in_a_browser(results, browser, tmp_path):
     assert texts("#worst td.question")[0] == HOSTILE
     assert texts("#worst tbody tr:first-child td.heat") == ["0.0000"] * 4
 
-    # 5. only the keys that differ (seed is the same everywhere), a row per configuration
-    assert texts("#differing thead th") == ["config", "chunk.size", "index", "model"]
+    # 5. only the keys that differ, once, a row per configuration; no word broken inside
+    assert texts("#differing thead th") == ["config", "model", "index", "chunk"]
     assert attributes("#differing tbody tr", "data-run-id") == EXPECTED_ORDER
+    assert all("\n" not in label for label in texts("#differing td.config"))
+    assert browser.save_screenshot(str(tmp_path / "report.png"))
 
-    height = browser.execute_script("return document.documentElement.scrollHeight")
-    browser.set_window_size(1280, height + 150)  # the window's chrome takes some of it
-    screenshot = tmp_path / "report.png"
-    assert browser.save_screenshot(str(screenshot))
-    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 10_000
+    # the real sweep's page: labels without the overrides both runs share (long temporary paths)
+    _, children, cwd, _ = real_sweep
+    check_in_the_viewer_width(browser, cwd / "multirun" / "report.html")
+    assert sorted(texts("#leaderboard td.config")) == ["model=bm25", "model=tfidf"]
+    assert sorted(t.split(" ", 1)[1] for t in texts("#pareto text.point-label")) == ["model=bm25", "model=tfidf"]
+    assert texts("#differing thead th") == ["config", "model"]
+    assert browser.find_element(By.CSS_SELECTOR, "p.mde").text.startswith("with 12 answerable questions")
+    assert sorted(attributes("#leaderboard tbody tr", "data-run-id")) == sorted(children.values())

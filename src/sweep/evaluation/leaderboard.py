@@ -16,7 +16,8 @@ hand, by the normal approximation of the paired test:
 where d are the per-question differences between a configuration and the leader and n their
 number; sd(d) is the median over the sweep's configurations (each against the leader), so one
 outlier configuration does not set it. With 0.05 and 0.8 the factor is 2.80. It needs at least two
-finished configurations (a difference to measure); otherwise NaN.
+configurations with a value of the objective on two questions both have (a difference to measure;
+finished runs of a golden set nothing is labelled in yet have none); otherwise NaN.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class SweepResults:
     per_query: pd.DataFrame  # question id x run id: the objective per question (NaN where undefined)
     questions: pd.DataFrame  # question id -> question, type
     differing: pd.DataFrame  # run id x config key: only the keys whose values differ between the runs
-    mde: float  # NaN when it cannot be estimated (fewer than two finished configurations)
+    mde: float  # NaN when it cannot be estimated (fewer than two scored configurations)
     alpha: float = ALPHA
     power: float = POWER
 
@@ -59,7 +60,17 @@ class SweepResults:
 
     def mde_line(self) -> str:
         if not np.isfinite(self.mde):
-            return f"{self.objective}: a minimum detectable effect needs two finished configurations"
+            finished = int((self.leaderboard["status"] == "FINISHED").sum())
+            scored = int(self.leaderboard["mean"].notna().sum())
+            if scored < 2:  # finished runs without a value (nothing labelled yet) are not scored
+                return (
+                    f"{self.objective}: no minimum detectable effect: it needs two configurations with a value "
+                    f"of {self.objective}, and {scored} of the {finished} finished have one"
+                )
+            return (
+                f"{self.objective}: no minimum detectable effect: it needs two questions with a value in both "
+                "the leader and another configuration"
+            )
         return (
             f"with {self.n_questions} answerable questions, differences below {self.mde:.3f} {self.objective} "
             f"are not detectable (paired test, alpha {self.alpha}, power {self.power:.0%})"

@@ -9,17 +9,21 @@ The page holds, for the sweep's objective:
    interval as an error bar, the Pareto front (higher quality at lower latency) drawn through;
 3. a configuration x question-type heatmap of the objective;
 4. the questions with the lowest objective averaged over the configurations, with each value;
-5. the config keys whose values differ between the configurations.
+5. the config keys whose values differ between the configurations (`sweep.reporting.configs`).
 
-Everything is inline (CSS, SVG) and nothing is fetched, so the page works offline and inside
-MLflow's artifact viewer; it has no script at all. All user text is HTML-escaped. Statistics show
-4 decimals, costs 2 (milliseconds, seconds) or a binary unit (bytes); a missing value shows "-".
-The same results always give the same page (nothing depends on time or randomness).
+A configuration is labelled by the overrides that vary (`sweep.reporting.configs`); the page names
+the shared ones once. Everything is inline (CSS, SVG) and nothing is fetched, so the page works
+offline and inside MLflow's artifact viewer; it has no script and no link at all (the viewer shows
+it in a sandboxed frame of a blob: URL, where even a link to a section of the page does nothing).
+The leaderboard fits the viewer's width (about 860 px) without scrolling sideways; text has at
+least WCAG AA contrast (4.5:1) on its background, heat cells' included. All user text is
+HTML-escaped. Statistics show 4 decimals, costs 2 (milliseconds, seconds) or a binary unit
+(bytes); a missing value shows "-". The same results always give the same page (nothing depends
+on time or randomness).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -27,6 +31,7 @@ import pandas as pd
 
 from sweep.evaluation.leaderboard import SweepResults
 from sweep.evaluation.registry import BY_NAME, COSTS, LATENCY
+from sweep.reporting.configs import config_labels, settings_that_differ, shared_overrides
 from sweep.reporting.formatting import cost, is_missing, number
 from sweep.reporting.svg import Point, esc, pareto_marked, pareto_svg
 from sweep.text import shortened
@@ -34,33 +39,39 @@ from sweep.text import shortened
 WORST_QUESTIONS = 10
 TEXT_LIMIT = 300  # characters of a question shown; a megabyte question would swamp the page
 
-# Sequential colour scale of the heatmaps, light (low) to dark blue (high).
+# Sequential colour scale of the heatmaps, light (low) to dark blue (high); each cell's text is
+# black or white, whichever contrasts more with its background (at least 4.58:1 on any colour).
 LOW_COLOUR = (247, 251, 255)
 HIGH_COLOUR = (33, 102, 172)
+BLACK, WHITE = (0, 0, 0), (255, 255, 255)
+MISSING_CELL = "background-color:#eeeeee;color:#4d4d4d"  # 7.3:1
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
-       margin: 1.5rem 2rem; color: #1d1d1f; background: #fff; line-height: 1.4; }
-h1 { font-size: 1.5rem; margin-bottom: 0.2rem; }
-h2 { font-size: 1.15rem; margin-top: 2.2rem; border-bottom: 1px solid #ddd; padding-bottom: 0.2rem; }
-p.summary, p.note, p.mde, nav { color: #555; font-size: 0.9rem; }
-nav a { margin-right: 1rem; color: #2166ac; }
+       margin: 1rem; color: #1d1d1f; background: #fff; line-height: 1.4; }
+h1 { font-size: 1.4rem; margin-bottom: 0.2rem; }
+h2 { font-size: 1.15rem; margin-top: 2rem; border-bottom: 1px solid #ddd; padding-bottom: 0.2rem; }
+p.summary, p.note, p.mde { color: #4d4d4d; font-size: 0.9rem; }
+code { font-size: 0.85rem; }
 table { border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0; }
-th, td { border: 1px solid #ddd; padding: 0.25rem 0.5rem; vertical-align: top; }
+th, td { border: 1px solid #ddd; padding: 0.25rem 0.4rem; vertical-align: top; }
 th { background: #f4f4f6; text-align: left; font-weight: 600; }
 th.num { text-align: right; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 div.wide { overflow-x: auto; }
-td.text { max-width: 32rem; overflow-wrap: anywhere; }
-#leaderboard td.config { min-width: 10rem; }
-tr.failed td { color: #999; background: #fafafa; }
+td.question { max-width: 32rem; overflow-wrap: anywhere; }
+td.config { overflow-wrap: normal; word-break: normal; }
+td.verdict { white-space: nowrap; }
+tr.unscored td { color: #5c5c5c; background: #fafafa; }
 tr.leader td { background: #fdf3f2; }
 tr.tied td { background: #fef8ef; }
-span.ci { color: #777; }
+span.ci { color: #5c5c5c; font-size: 0.8rem; }
 span.mark { font-weight: 600; padding: 0 0.3rem; border-radius: 3px; white-space: nowrap; }
 span.mark.leader { color: #fff; background: #c0392b; }
 span.mark.tie { color: #7a4100; background: #fbd9a8; }
-td.heat { text-align: right; font-variant-numeric: tabular-nums; min-width: 4rem; }
+span.mark.worse { color: #fff; background: #4f6479; }
+td.heat { text-align: right; font-variant-numeric: tabular-nums; min-width: 3.5rem; }
+svg#pareto { max-width: 100%; height: auto; }
 svg text { font-family: inherit; font-size: 11px; fill: #333; }
 svg .axis path { stroke: #888; }
 svg line.grid { stroke: #e8e8e8; }
@@ -77,22 +88,28 @@ svg circle.on-front { stroke: #2c3e50; stroke-width: 2.5; }
 
 def render(results: SweepResults, title: str) -> str:
     """The whole page for `results`, titled `title`."""
-    labels = config_labels(results.leaderboard)
+    configs = {run_id: str(config) for run_id, config in results.leaderboard["config"].items()}
+    labels = config_labels(configs)
     finished = int(results.leaderboard["mean"].notna().sum())
     summary = (
         f"Objective <b>{esc(results.objective)}</b>: {len(results.leaderboard)} configurations, {finished} scored; "
         f"{results.n_questions} answerable questions. Intervals are 95% bootstrap intervals over questions; "
         f"p is a paired randomization test against the leader, Holm-corrected across the sweep; a configuration "
-        f"is tied with the best when that p is at least {results.alpha}."
+        f"is tied with the best when that p is at least {results.alpha}, and worse when it is below."
     )
+    shared = shared_overrides(configs)
+    if shared:
+        summary += (
+            f" Configurations are named by the overrides that vary; every one also has "
+            f"<code>{label_html(' '.join(shared))}</code>."
+        )
     sections = (
         ("leaderboard-section", "Leaderboard", leaderboard_section(results, labels)),
         ("pareto-section", "Quality versus latency", pareto_section(results, labels)),
         ("heatmap-section", "Per question type", heatmap_section(results, labels)),
         ("worst-section", "Worst questions", worst_section(results, labels)),
-        ("differing-section", "Config keys that differ", differing_section(results, labels)),
+        ("differing-section", "Config keys that differ", differing_section(results, configs, labels)),
     )
-    nav = "".join(f'<a href="#{anchor}">{heading}</a>' for anchor, heading, _ in sections)
     body = "".join(
         f'<section id="{anchor}">\n<h2>{heading}</h2>\n{content}</section>\n' for anchor, heading, content in sections
     )
@@ -101,7 +118,7 @@ def render(results: SweepResults, title: str) -> str:
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{esc(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
-        f'<h1>{esc(title)}</h1>\n<p class="summary">{summary}</p>\n<nav>{nav}</nav>\n{body}</body>\n</html>\n'
+        f'<h1>{esc(title)}</h1>\n<p class="summary">{summary}</p>\n{body}</body>\n</html>\n'
     )
 
 
@@ -122,19 +139,36 @@ def table(table_id: str, head: str, rows: Sequence[str]) -> str:
     )
 
 
-def config_labels(leaderboard: pd.DataFrame) -> dict[str, str]:
-    """Run id -> its overrides label; the run id where the label is empty (a sweep of one default run)."""
-    return {run_id: str(config) or str(run_id) for run_id, config in leaderboard["config"].items()}
+def label_html(label: str) -> str:
+    """A configuration's label, escaped, that may wrap between overrides and after a / or a comma
+    (a path, a list) but never inside a word."""
+    return esc(label).replace("/", "/<wbr>").replace(",", ",<wbr>")
+
+
+def luminance(colour: tuple[int, int, int]) -> float:
+    """WCAG 2's relative luminance of an sRGB colour."""
+    linear = [c / 255 / 12.92 if c / 255 <= 0.04045 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in colour]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    """WCAG 2's contrast ratio of two colours, from 1 to 21."""
+    light, dark = sorted((luminance(a), luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
 
 
 def heat_style(value: object, low: float, high: float) -> str:
-    """Inline background (and a readable text colour) for `value` on the scale low..high."""
+    """Inline background for `value` on the scale low..high, and the text colour that reads best on it."""
     if is_missing(value):
-        return "background-color:#eeeeee;color:#888888"
+        return MISSING_CELL
     share = 0.5 if high <= low else min(max((float(value) - low) / (high - low), 0.0), 1.0)
-    red, green, blue = (round(a + (b - a) * share) for a, b in zip(LOW_COLOUR, HIGH_COLOUR))
-    text = "#ffffff" if share > 0.55 else "#1d1d1f"
-    return f"background-color:#{red:02x}{green:02x}{blue:02x};color:{text}"
+    background = tuple(round(a + (b - a) * share) for a, b in zip(LOW_COLOUR, HIGH_COLOUR))
+    text = max((BLACK, WHITE), key=lambda colour: contrast(colour, background))
+    return f"background-color:{hex_colour(background)};color:{hex_colour(text)}"
+
+
+def hex_colour(colour: Sequence[int]) -> str:
+    return "#" + "".join(f"{c:02x}" for c in colour)
 
 
 def scale_of(frame: pd.DataFrame) -> tuple[float, float]:
@@ -145,35 +179,37 @@ def scale_of(frame: pd.DataFrame) -> tuple[float, float]:
 
 # --- 1. leaderboard -----------------------------------------------------------------------------
 
+MARKS = {
+    "leader": '<span class="mark leader" title="the highest mean">best</span>',
+    "tied": '<span class="mark tie" title="not significantly worse than the best">= tied</span>',
+    "worse": '<span class="mark worse" title="significantly worse than the best (p (Holm) below alpha)">worse</span>',
+}
+
 
 def leaderboard_section(results: SweepResults, labels: Mapping[str, str]) -> str:
     board = results.leaderboard
     costs = [c for c in COSTS if c in board.columns]
-    headers = ["rank", "config", "status", f"{results.objective} [95% CI]", "delta vs leader", "p (Holm)"]
-    headers += ["tied with best", "n", *(BY_NAME[c].label for c in costs)]
-    numeric = {"rank", "delta vs leader", "p (Holm)", "n", *(BY_NAME[c].label for c in costs)}
+    headers = ["#", "config", f"{results.objective} (95% CI)", "delta vs best", "p (Holm)", "verdict", "n"]
+    headers += [BY_NAME[c].label for c in costs]
+    numeric = {"#", "delta vs best", "p (Holm)", "n", *(BY_NAME[c].label for c in costs)}
     head = "".join(f"<th{' class=num' if h in numeric else ''}>{esc(h)}</th>" for h in headers)
     rows, rank = [], 0
     for run_id, row in board.iterrows():
         scored = not is_missing(row["mean"])
         rank += scored
-        leader = scored and rank == 1
-        tied = scored and not leader and is_true(row["tied_with_best"])
-        if leader:
-            mark, kind = '<span class="mark leader" title="the highest mean">best</span>', "leader"
-        elif tied:
-            mark, kind = '<span class="mark tie" title="not significantly worse than the best">= tied</span>', "tied"
+        if not scored:
+            kind = "unscored"
         else:
-            mark, kind = "", "" if scored else "failed"
-        interval = f' <span class="ci">[{number(row["ci_low"])}, {number(row["ci_high"])}]</span>' if scored else ""
+            kind = "leader" if rank == 1 else "tied" if is_true(row["tied_with_best"]) else "worse"
+        verdict = MARKS[kind] if scored else esc(row["status"] if row["status"] != "FINISHED" else "no value")
+        interval = f'<br><span class="ci">[{number(row["ci_low"])}, {number(row["ci_high"])}]</span>' if scored else ""
         cells = [
             f'<td class="num">{rank if scored else "-"}</td>',
-            f'<td class="text config" title="run {esc(run_id)}">{esc(labels[run_id])}</td>',
-            f'<td class="status">{esc(row["status"])}</td>',
+            f'<td class="config" title="run {esc(run_id)}">{label_html(labels[run_id])}</td>',
             f'<td class="num"><span class="mean">{number(row["mean"])}</span>{interval}</td>',
             f'<td class="num">{number(row["delta"])}</td>',
             f'<td class="num">{number(row["p_holm"])}</td>',
-            f'<td class="tie-cell">{mark}</td>',
+            f'<td class="verdict">{verdict}</td>',
             f'<td class="num">{number(row["n"], 0)}</td>',
             *(f'<td class="num">{cost(c, row[c])}</td>' for c in costs),
         ]
@@ -232,7 +268,9 @@ def heatmap_section(results: SweepResults, labels: Mapping[str, str]) -> str:
             f'<td class="heat" data-type="{esc(t)}" style="{heat_style(v, low, high)}">{number(v)}</td>'
             for t, v in values.items()
         )
-        rows.append(f'<tr data-run-id="{esc(run_id)}"><td class="text config">{esc(labels[run_id])}</td>{cells}</tr>\n')
+        rows.append(
+            f'<tr data-run-id="{esc(run_id)}"><td class="config">{label_html(labels[run_id])}</td>{cells}</tr>\n'
+        )
     return (
         table("heatmap", head, rows)
         + f'<p class="note">Mean {esc(results.objective)} per question type; colour from the lowest '
@@ -250,7 +288,7 @@ def worst_section(results: SweepResults, labels: Mapping[str, str]) -> str:
     runs = [r for r in results.per_query.columns if r in worst.columns]
     low, high = scale_of(worst[runs])
     head = "<th>question</th><th>type</th><th class=num>mean</th>"
-    head += "".join(f'<th class="num" title="run {esc(r)}">{esc(labels.get(r, r))}</th>' for r in runs)
+    head += "".join(f'<th class="num" title="run {esc(r)}">{label_html(labels[r])}</th>' for r in runs)
     rows = []
     for qid, row in worst.iterrows():
         values = "".join(
@@ -271,22 +309,20 @@ def worst_section(results: SweepResults, labels: Mapping[str, str]) -> str:
 # --- 5. config keys that differ -----------------------------------------------------------------
 
 
-def differing_section(results: SweepResults, labels: Mapping[str, str]) -> str:
-    differing = results.differing
+def differing_section(results: SweepResults, configs: Mapping[str, str], labels: Mapping[str, str]) -> str:
+    differing = settings_that_differ(results.differing, configs)
+    left_out = (
+        '<p class="note">Left out: settings an option brings with it (BM25\'s <code>model.k1</code> beside '
+        "<code>model=bm25</code>), copies of another setting (<code>chunking.size</code> is <code>chunk</code>), "
+        "class paths and unset values; each run's MLflow params hold every value.</p>\n"
+    )
     if differing.shape[1] == 0:
-        return '<p class="note">Every configuration has the same config values.</p>\n'
-    order = [r for r in results.leaderboard.index if r in differing.index]
-    order += [r for r in differing.index if r not in order]
+        return '<p class="note">No config value differs between the configurations.</p>\n' + left_out
     head = "<th>config</th>" + "".join(f"<th>{esc(k)}</th>" for k in differing.columns)
     rows = []
-    for run_id in order:
-        cells = "".join(f"<td>{'-' if is_missing_value(v) else esc(v)}</td>" for v in differing.loc[run_id])
+    for run_id in (r for r in results.leaderboard.index if r in differing.index):
+        cells = "".join(f"<td>{'-' if pd.isna(v) else esc(v)}</td>" for v in differing.loc[run_id])
         rows.append(
-            f'<tr data-run-id="{esc(run_id)}"><td class="text config">{esc(labels.get(run_id, run_id))}</td>{cells}</tr>\n'
+            f'<tr data-run-id="{esc(run_id)}"><td class="config">{label_html(labels[run_id])}</td>{cells}</tr>\n'
         )
-    return table("differing", head, rows)
-
-
-def is_missing_value(value: object) -> bool:
-    """A key the run lacks (NaN or None); any other value, numeric or text, is shown."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    return table("differing", head, rows) + left_out

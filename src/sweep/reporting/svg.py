@@ -1,5 +1,7 @@
 """The quality-versus-latency plot of a sweep's report as static SVG: points with their intervals,
-the Pareto front through them, labels that do not overlap, and a legend.
+the Pareto front through them, labels that do not overlap, and a legend. Latency is on a log scale
+when the slowest configuration takes more than `LOG_FROM` times as long as the fastest (a dense
+model beside lexical ones), where a linear axis would pile the fast ones on one point.
 
 Pure text: no script, nothing fetched; the page (`sweep.reporting.html`) holds the styles.
 """
@@ -58,47 +60,82 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     return [round(i * step, 12) for i in range(first, last + 1)]
 
 
+def log_ticks(low: float, high: float) -> list[float]:
+    """1, 2 and 5 times powers of ten (powers of ten alone across more than 3 decades), from the
+    largest at or below `low` (> 0) to the smallest at or above `high`."""
+    multiples = (1,) if math.log10(high / low) > 3 else (1, 2, 5)
+    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    candidates = [round(m * 10.0**power, 12) for power in decades for m in multiples]
+    first = max(c for c in candidates if c <= low)
+    last = min(c for c in candidates if c >= high)
+    return [c for c in candidates if first <= c <= last]
+
+
 def tick_text(value: float, ticks: Sequence[float]) -> str:
     step = ticks[1] - ticks[0]
     decimals = max(0, -math.floor(math.log10(step))) if step < 1 else 0
     return f"{value:.{decimals}f}"
 
 
-WIDTH, HEIGHT = 900, 460
-LEFT, RIGHT, TOP, BOTTOM = 70, 260, 20, 50  # margins; labels and the legend go in the right one
+@dataclass(frozen=True)
+class Axis:
+    """Where a value falls between the first and last tick (0 to 1), linearly or on a log scale."""
+
+    ticks: list[float]
+    log: bool = False
+
+    def share(self, value: float) -> float:
+        scale = math.log10 if self.log else float
+        return (scale(value) - scale(self.ticks[0])) / (scale(self.ticks[-1]) - scale(self.ticks[0]))
+
+    def text(self, tick: float) -> str:
+        return f"{tick:g}" if self.log else tick_text(tick, self.ticks)
+
+
+LOG_FROM = 10  # the latency axis is logarithmic when max / min latency exceeds this
+
+
+def latency_axis(latencies: Sequence[float]) -> Axis:
+    low, high = min(latencies), max(latencies)
+    if low > 0 and high / low > LOG_FROM:
+        return Axis(log_ticks(low / 1.2, high * 1.2), log=True)
+    span = high - low
+    return Axis(nice_ticks(max(0.0, low - 0.08 * span), high + 0.08 * span))
+
+
+WIDTH, HEIGHT = 800, 440
+LEFT, RIGHT, TOP, BOTTOM = 64, 180, 20, 50  # margins; the legend goes in the right one
 
 
 def pareto_svg(points: Sequence[Point], objective: str) -> str:
-    span_x = max(p.latency for p in points) - min(p.latency for p in points)
+    x_axis = latency_axis([p.latency for p in points])
     span_y = max(p.high for p in points) - min(p.low for p in points)
-    x_ticks = nice_ticks(
-        max(0.0, min(p.latency for p in points) - 0.08 * span_x), max(p.latency for p in points) + 0.08 * span_x
-    )
-    y_ticks = nice_ticks(min(p.low for p in points) - 0.05 * span_y, max(p.high for p in points) + 0.05 * span_y)
+    y_axis = Axis(nice_ticks(min(p.low for p in points) - 0.05 * span_y, max(p.high for p in points) + 0.05 * span_y))
     plot_right, plot_bottom = WIDTH - RIGHT, HEIGHT - BOTTOM
 
     def x_of(value: float) -> float:
-        return LEFT + (value - x_ticks[0]) / (x_ticks[-1] - x_ticks[0]) * (plot_right - LEFT)
+        return LEFT + x_axis.share(value) * (plot_right - LEFT)
 
     def y_of(value: float) -> float:
-        return plot_bottom - (value - y_ticks[0]) / (y_ticks[-1] - y_ticks[0]) * (plot_bottom - TOP)
+        return plot_bottom - y_axis.share(value) * (plot_bottom - TOP)
 
     parts = [
         f'<svg id="pareto" width="{WIDTH}" height="{HEIGHT}" '
         f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{esc(objective)} versus search latency">'
     ]
     parts.append('<g class="axis">')
-    for tick in x_ticks:
+    for tick in x_axis.ticks:
         x = x_of(tick)
         parts.append(f'<line class="grid" x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{plot_bottom}"/>')
-        parts.append(f'<text x="{x:.1f}" y="{plot_bottom + 16}" text-anchor="middle">{tick_text(tick, x_ticks)}</text>')
-    for tick in y_ticks:
+        parts.append(f'<text x="{x:.1f}" y="{plot_bottom + 16}" text-anchor="middle">{x_axis.text(tick)}</text>')
+    for tick in y_axis.ticks:
         y = y_of(tick)
         parts.append(f'<line class="grid" x1="{LEFT}" y1="{y:.1f}" x2="{plot_right}" y2="{y:.1f}"/>')
-        parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{tick_text(tick, y_ticks)}</text>')
+        parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{y_axis.text(tick)}</text>')
     parts.append(f'<path d="M{LEFT},{TOP} V{plot_bottom} H{plot_right}" fill="none"/>')
     parts.append(
-        f'<text x="{(LEFT + plot_right) / 2:.1f}" y="{HEIGHT - 12}" text-anchor="middle">search latency p50 (ms)</text>'
+        f'<text x="{(LEFT + plot_right) / 2:.1f}" y="{HEIGHT - 12}" text-anchor="middle">'
+        f"search latency p50 (ms{', log scale' if x_axis.log else ''})</text>"
     )
     parts.append(
         f'<text transform="translate(16,{(TOP + plot_bottom) / 2:.1f}) rotate(-90)" text-anchor="middle">'
@@ -112,9 +149,12 @@ def pareto_svg(points: Sequence[Point], objective: str) -> str:
     for p in points:
         x, y = x_of(p.latency), y_of(p.mean)
         label = f"#{p.rank} {shortened(p.label, LABEL_LIMIT)}"
-        # below right of the point: the front leaves every point of it up and to the right
-        label_x, label_y = x + 9, label_position(x + 9, y + 15, len(label) * 6.2, placed)
-        placed.append((label_x, label_x + len(label) * 6.2, label_y))
+        width = len(label) * 6.2
+        # below right of the point (the front leaves every point of it up and to the right), or below
+        # left where that would run into the legend
+        label_x = x + 9 if x + 9 + width <= plot_right + 10 else max(2.0, x - 9 - width)
+        label_y = label_position(label_x, y + 15, width, placed)
+        placed.append((label_x, label_x + width, label_y))
         classes = f"point {p.role}" + (" on-front" if p.on_front else "")
         tip = (
             f"{p.label}: {objective} {number(p.mean)} [{number(p.low)}, {number(p.high)}], latency p50 {number(p.latency, 2)} ms"
