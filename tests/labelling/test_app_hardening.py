@@ -17,8 +17,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from test_label_app import wait_for  # tests/labelling/test_label_app.py
 
+from helpers.labelling import wait_for
 from sweep.formats.corpus import Corpus, load_corpus
 from sweep.formats.golden import load_golden
 from sweep.label import main as label_main
@@ -272,8 +272,10 @@ def test_questions_a_b_and_other_odd_ids_are_usable_in_the_browser_under_the_pag
             find(By.ID, "search").send_keys(doc, Keys.ENTER)
             find_doc = f"#search-results button[data-doc='{doc}']"
             wait_for(lambda found=find_doc: browser.find_elements(By.CSS_SELECTOR, found), what=f"{doc} found")
-            find(By.CSS_SELECTOR, find_doc).click()
-            find(By.CSS_SELECTOR, f".candidate[data-doc='{doc}'] button[data-grade='2']").click()
+            find(By.CSS_SELECTOR, find_doc).click()  # added to the question's candidates once saved
+            grade = f".candidate[data-doc='{doc}'] button[data-grade='2']"
+            wait_for(lambda grade=grade: browser.find_elements(By.CSS_SELECTOR, grade), what=f"{doc} added")
+            find(By.CSS_SELECTOR, grade).click()
             wait_for(lambda qid=qid: app.questions()[qid].relevant, what=f"{qid}'s grade saved")
             assert app.questions()[qid].relevant == {doc: 2}
         else:  # marked unanswerable

@@ -6,141 +6,25 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import shutil
-import signal
 import socket
 import stat
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 
 import pytest
 import requests
 
+from helpers.labelling import POOLED, change, saved, start_server, wait_for
 from helpers.paths import KB
 from sweep.errors import InputError
-from sweep.formats.corpus import Corpus, load_corpus
+from sweep.formats.corpus import load_corpus
 from sweep.formats.golden import GoldenSet, Span, load_golden, save_golden
 from sweep.label import main as label_main
 from sweep.labelling.app import create_app
-from sweep.labelling.queue import Queue, load_queue
+from sweep.labelling.queue import Queue
 from sweep.labelling.store import GoldenFile
-
-POOLED = "a001"  # the question whose candidates the queue holds
-START_TIMEOUT = 60
-
-
-@dataclass(frozen=True)
-class Data:
-    folder: Path
-    golden: Path
-    corpus_path: Path
-    queue: Path
-    corpus: Corpus
-    pooled: list[str]  # POOLED's candidates, in queue order
-
-    def load(self):
-        return load_golden(self.golden, self.corpus, warn=False)
-
-
-@pytest.fixture
-def data(tmp_path, small_kb_files) -> Data:
-    """A copy of the small knowledge base's golden set and a queue of four unjudged documents for
-    POOLED, each with a chunk (its second paragraph) as `sweep.pool` writes it."""
-    golden = tmp_path / "golden.jsonl"
-    shutil.copyfile(small_kb_files / "golden.jsonl", golden)
-    corpus = load_corpus(small_kb_files / "corpus.jsonl")
-    judged = load_golden(golden, corpus, warn=False).by_id[POOLED].relevant
-    pooled = [d.id for d in corpus if d.id not in judged][:4]
-    candidates = []
-    for rank, doc in enumerate(pooled, start=1):
-        content = corpus.by_id[doc].content
-        start = content.index("\n\n") + 2
-        end = content.index("\n\n", start) if "\n\n" in content[start:] else len(content)
-        chunk = {"run": "r1", "start": start, "end": end, "score": 1.0 / rank, "text": content[start:end]}
-        candidates.append({"doc": doc, "title": "", "best_rank": rank, "ranks": {"r1": rank}, "chunk": chunk})
-    header = {"pool": {"runs": [{"run_id": "r1", "name": "bm25", "overrides": "model=bm25"}], "depth": 10}}
-    header["pool"] |= {"corpus": str(small_kb_files / "corpus.jsonl"), "corpus_ids": "path"}
-    question = {"qid": POOLED, "question": "…", "type": "factoid", "candidates": candidates}
-    queue = tmp_path / "queue.jsonl"
-    queue.write_text(json.dumps(header) + "\n" + json.dumps(question) + "\n")
-    return Data(tmp_path, golden, small_kb_files / "corpus.jsonl", queue, corpus, pooled)
-
-
-# ---------------------------------------------------------------- the app as a real process
-
-
-@dataclass
-class Server:
-    process: subprocess.Popen
-    url: str
-    log: list[str] = field(default_factory=list)
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
-
-
-def start_server(data: Data) -> Server:
-    """`python -m sweep.label` on a free port (it picks one and prints it)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "sweep.label", str(data.golden), "--pool", str(data.queue), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    deadline = time.monotonic() + START_TIMEOUT
-    lines = []
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        found = re.search(r"http://127\.0\.0\.1:\d+/", line)
-        if found:
-            threading.Thread(target=lambda: [lines.append(x) for x in process.stdout], daemon=True).start()
-            return Server(process, found.group(), lines)
-    process.kill()
-    raise AssertionError(f"sweep.label did not start: {''.join(lines)}")
-
-
-@pytest.fixture
-def server(data) -> Iterator[Server]:
-    running = start_server(data)
-    try:
-        yield running
-    finally:
-        if running.process.poll() is None:
-            running.kill()
-
-
-# ---------------------------------------------------------------- in a real browser
-
-
-def wait_for(condition, timeout: float = 20, what: str = "condition"):
-    from selenium.common.exceptions import StaleElementReferenceException
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = condition()
-        except StaleElementReferenceException:  # the page re-rendered what was being read: read again
-            value = None
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def saved(driver) -> bool:
-    return driver.execute_script("return document.getElementById('save-status').textContent").startswith(
-        "all changes saved"
-    )
 
 
 def select_text(driver, doc: str, excerpt: str) -> None:
@@ -189,19 +73,20 @@ def test_label_in_a_browser_then_kill_it_while_it_saves(browser, data, server):
     by_css(By.ID, "search").send_keys(found, Keys.ENTER)
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, f"#search-results button[data-doc='{found}']"))
     by_css(By.CSS_SELECTOR, f"#search-results button[data-doc='{found}']").click()
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, card.format(found)), what="the added candidate")
     by_css(By.CSS_SELECTOR, card.format(found) + " button[data-grade='2']").click()
     wait_for(lambda: saved(browser) and data.load().by_id["q001"].relevant == {found: 2}, what="the graded result")
 
-    # three pooled candidates: a click, then keys (j moves down, 1 and 0 grade)
+    # three pooled candidates: a click, then keys (a grade moves on to the next ungraded candidate)
     by_css(By.CSS_SELECTOR, f"#question-list li[data-qid='{POOLED}'] button").click()
     wait_for(lambda: by_css(By.ID, "qid").text == POOLED)
     wait_for(lambda: "loading" not in by_css(By.CSS_SELECTOR, f"pre.document[data-doc='{data.pooled[0]}']").text)
     by_css(By.CSS_SELECTOR, card.format(data.pooled[0]) + " button[data-grade='2']").click()
     wait_for(lambda: saved(browser))
     keys = ActionChains(browser)
-    keys.send_keys("j", "1").perform()
+    keys.send_keys("1").perform()
     wait_for(lambda: saved(browser) and load_golden(data.golden, warn=False).by_id[POOLED].relevant.get(data.pooled[1]))
-    keys.send_keys("j", "0").perform()
+    keys.send_keys("0").perform()
     wait_for(lambda: saved(browser) and data.pooled[2] in load_golden(data.golden, warn=False).by_id[POOLED].relevant)
 
     # evidence: select a sentence of the first candidate and record it
@@ -383,17 +268,6 @@ def test_kill_9_at_random_moments_while_saving_leaves_a_golden_file_that_loads(d
 
 
 # ---------------------------------------------------------------- policies, in process
-
-
-@pytest.fixture
-def client(data):
-    app = create_app(GoldenFile(data.golden, data.corpus), load_queue(data.queue, data.corpus))
-    return app.test_client()
-
-
-def change(client, path: str, qid: str = POOLED, **body):
-    body["version"] = client.get(f"/api/questions/{qid}").get_json()["question"]["version"]
-    return client.post(f"/api/questions/{qid}{path}", json=body)
 
 
 def test_evidence_grades_its_document_and_grade_0_removes_it(client, data):

@@ -2,8 +2,8 @@
 
 Serves the page (`page.html`) and a JSON API on 127.0.0.1 only: add and edit questions (text,
 type, filters), mark a question unanswerable, grade documents 0 / 1 / 2, record and remove
-evidence, search the corpus, watch the progress. Every change is saved (`sweep.labelling.store`)
-before the answer is sent.
+evidence, search the corpus and add a document found to a question's candidates, watch the
+progress. Every change is saved (`sweep.labelling.store`) before the answer is sent.
 
 Answers: a bad change (an unknown document id, a span that is not the document's text) is
 refused with HTTP 400 and a message, and changes nothing; an unknown question is 404; a change
@@ -33,6 +33,7 @@ from sweep.formats.golden import UNTYPED, GoldenSet, Question
 from sweep.labelling.addresses import route_any_id
 from sweep.labelling.changes import (
     Change,
+    add_candidate,
     add_evidence,
     edit,
     known_document,
@@ -145,6 +146,11 @@ def create_app(golden_file: GoldenFile, queue: Queue) -> Flask:
     @app.post("/api/questions/<qid:qid>/grade")
     def grade(qid: str) -> Response:
         return changing(qid, lambda data: set_grade(corpus, data.get("doc"), data.get("grade")))
+
+    @app.post("/api/questions/<qid:qid>/candidates")
+    def add_to_candidates(qid: str) -> Response:
+        pooled = [c.doc for c in queue.candidates.get(qid, [])]
+        return changing(qid, lambda data: add_candidate(corpus, data.get("doc"), pooled))
 
     @app.post("/api/questions/<qid:qid>/unanswerable")
     def unanswerable(qid: str) -> Response:

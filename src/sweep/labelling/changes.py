@@ -15,12 +15,15 @@ In the golden file:
 - evidence: selected text becomes a span `{"start", "end", "text"}` of the document's content
   (the evidence format of `sweep.formats.golden`), its edges trimmed of whitespace; the document
   is then graded 1 if it was not relevant yet. Evidence needs a relevant document, so grading a
-  document 0 (or clearing its grade) removes its evidence, and the note says so.
+  document 0 (or clearing its grade) removes its evidence, and the note says so;
+- a document added from search (one the pool missed) is listed in the question's
+  `metadata.added_from_search`, so it stays among the question's candidates before it is
+  graded, after a reload, and after its grade is cleared.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -32,6 +35,7 @@ from sweep.retrieval.filters import check_fields, parse_condition
 
 GRADES = (0, 1, 2)
 UNANSWERABLE = "unanswerable"
+ADDED = "added_from_search"  # the key of `metadata` listing the documents added from search
 
 Change = Callable[[Question], tuple[Question, list[str]]]  # the changed question and notes for the user
 
@@ -50,6 +54,12 @@ def known_document(corpus: Corpus, doc: Any) -> Document:
     if doc not in corpus.by_id:
         raise InputError(f"unknown document id {doc!r}: not in the corpus {corpus.source}")
     return corpus.by_id[doc]
+
+
+def added_from_search(question: Question) -> list[str]:
+    """The ids listed under `metadata.added_from_search` (strings only: metadata is free-form)."""
+    listed = question.metadata.get(ADDED)
+    return [doc for doc in listed if isinstance(doc, str)] if isinstance(listed, list) else []
 
 
 def without_evidence(question: Question, doc: str) -> tuple[Question, list[str]]:
@@ -90,6 +100,23 @@ def set_grade(corpus: Corpus, doc: Any, grade: Any) -> Change:
             question, removed = without_evidence(question, document.id)
             notes += removed
         return question, notes
+
+    return change
+
+
+def add_candidate(corpus: Corpus, doc: Any, pooled: Collection[str]) -> Change:
+    """Make `doc` a candidate of the question; `pooled`: the question's candidates from the queue."""
+    document = known_document(corpus, doc)
+
+    def change(question: Question) -> tuple[Question, list[str]]:
+        listed = question.metadata.get(ADDED, [])
+        if not isinstance(listed, list):
+            raise InputError(
+                f"question {question.id!r}: metadata {ADDED!r} is {listed!r}, not a list of document ids: fix the file"
+            )
+        if document.id in pooled or document.id in question.relevant or document.id in listed:
+            return question, [f"{document.id} is already a candidate"]
+        return replace(question, metadata={**question.metadata, ADDED: [*listed, document.id]}), []
 
     return change
 

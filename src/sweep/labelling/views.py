@@ -12,7 +12,7 @@ from typing import Any
 
 from sweep.formats.corpus import Corpus, Document
 from sweep.formats.golden import RECOMMENDED_UNANSWERABLE_SHARE, GoldenSet, Question, resolve_evidence
-from sweep.labelling.changes import UNANSWERABLE, marked_unanswerable, status
+from sweep.labelling.changes import UNANSWERABLE, added_from_search, marked_unanswerable, status
 from sweep.labelling.queue import Candidate, Queue
 from sweep.labelling.store import version
 from sweep.text import single_line
@@ -68,10 +68,12 @@ def pooled(candidate: Candidate, queue: Queue) -> dict[str, Any]:
 
 
 def detail(question: Question, queue: Queue, corpus: Corpus) -> dict[str, Any]:
-    """A question with its candidates: pooled ones in pool order, then other judged documents."""
+    """A question with its candidates: pooled ones in pool order, then those added from search (in
+    the corpus still: metadata is not checked against it), then other judged documents."""
     resolved = resolve_evidence(GoldenSet((question,)), corpus).questions[0].evidence
     in_pool = {c.doc: c for c in queue.candidates.get(question.id, [])}
-    docs = list(in_pool) + [doc for doc in question.relevant if doc not in in_pool]
+    added = [doc for doc in added_from_search(question) if doc in corpus.by_id and doc not in in_pool]
+    docs = list(dict.fromkeys([*in_pool, *added, *question.relevant]))
     candidates = []
     for doc in docs:
         content = corpus.by_id[doc].content
@@ -82,6 +84,7 @@ def detail(question: Question, queue: Queue, corpus: Corpus) -> dict[str, Any]:
                 "title": corpus.by_id[doc].title,
                 "grade": question.relevant.get(doc),
                 "pooled": pooled(in_pool[doc], queue) if doc in in_pool else None,
+                "added": doc in added,
                 "evidence": [
                     item if isinstance(item, str) else (item.text or content[item.start : item.end]) for item in items
                 ],
