@@ -54,7 +54,7 @@ h2 { font-size: 1.15rem; margin-top: 2rem; border-bottom: 1px solid #ddd; paddin
 p.summary, p.note, p.mde { color: #4d4d4d; font-size: 0.9rem; }
 code { font-size: 0.85rem; }
 table { border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0; }
-th, td { border: 1px solid #ddd; padding: 0.25rem 0.4rem; vertical-align: top; }
+th, td { border: 1px solid #ddd; padding: 0.25rem 0.35rem; vertical-align: top; }
 th { background: #f4f4f6; text-align: left; font-weight: 600; }
 th.num { text-align: right; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
