@@ -60,7 +60,6 @@ th.num { text-align: right; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 div.wide { overflow-x: auto; }
 td.question { max-width: 32rem; overflow-wrap: anywhere; }
-td.config { overflow-wrap: normal; word-break: normal; }
 td.verdict { white-space: nowrap; }
 tr.unscored td { color: #5c5c5c; background: #fafafa; }
 tr.leader td { background: #fdf3f2; }
@@ -90,9 +89,9 @@ def render(results: SweepResults, title: str) -> str:
     """The whole page for `results`, titled `title`."""
     configs = {run_id: str(config) for run_id, config in results.leaderboard["config"].items()}
     labels = config_labels(configs)
-    finished = int(results.leaderboard["mean"].notna().sum())
+    scored = int(results.leaderboard["mean"].notna().sum())
     summary = (
-        f"Objective <b>{esc(results.objective)}</b>: {len(results.leaderboard)} configurations, {finished} scored; "
+        f"Objective <b>{esc(results.objective)}</b>: {len(results.leaderboard)} configurations, {scored} scored; "
         f"{results.n_questions} answerable questions. Intervals are 95% bootstrap intervals over questions; "
         f"p is a paired randomization test against the leader, Holm-corrected across the sweep; a configuration "
         f"is tied with the best when that p is at least {results.alpha}, and worse when it is below."
