@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -23,6 +24,7 @@ from transformers import AutoTokenizer
 
 from helpers.commands import compose_config, runs_in, sweep
 from sweep.evaluation import score
+from sweep.experiment.cli import measured_overrides, preflight, verbosity_flags
 from sweep.experiment.trial import build_pipeline
 from sweep.formats.corpus import load_corpus
 from sweep.formats.golden import load_golden
@@ -43,6 +45,34 @@ ARTIFACTS = {
     "tables/abstention_curve.json", "plots/abstention_calibration.png", "tables/retrieved_chunks.json",
     "tables/worst_context.json",
 }  # fmt: skip
+
+
+def test_quiet_and_verbose_flags_are_the_verbosity_override_which_no_run_name_carries(capsys):
+    assert verbosity_flags(["-q", "chunk=256"]) == ["chunk=256", "verbosity=quiet"]
+    assert verbosity_flags(["-m", "-v", "model=bm25", "--quiet"]) == ["-m", "model=bm25", "verbosity=quiet"]
+    assert verbosity_flags(["--verbose"]) == ["verbosity=verbose"] and verbosity_flags(["chunk=0"]) == ["chunk=0"]
+    assert measured_overrides(["chunk=256", "verbosity=quiet", "resume=true"]) == ["chunk=256"]
+    with pytest.raises(SystemExit) as exited:
+        preflight(["verbosity=loud"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip() == "error: verbosity='loud': must be one of quiet, normal, verbose"
+
+
+@pytest.mark.slow
+def test_a_sweep_prints_a_summary_line_per_combination_and_each_warning_once(real_sweep):
+    """`python -m sweep -m model=bm25,tfidf`: one summary line per combination, the judged@k
+    warning once (both runs have it, each with its own count, in its log file), no library chatter."""
+    _, _, cwd, stdout = real_sweep
+    summary = re.compile(
+        r"model=(\w+) [^:]+: ndcg_at_10 [\d.]+ \[[\d.]+, [\d.]+\], recall_at_5 [\d.]+, mrr [\d.]+, "
+        r"context/recall_at_5 [\d.]+, abstain/correct_rate [\d.]+, latency p50 [\d.]+ ms, \d+ s"
+    )  # the overrides (here also golden.path=... cache_dir=...), then the numbers
+    assert [m.group(1) for m in map(summary.fullmatch, stdout.splitlines()) if m] == ["bm25", "tfidf"]
+    [warning] = [line for line in stdout.splitlines() if "judged_at_10 below" in line]
+    assert warning.startswith("warning: ") and warning.endswith("; see docs/commands.md#warnings")
+    logs = sorted((cwd / "multirun").glob("*/sweep.log"))
+    assert len(logs) == 2 and all("judged_at_10 below" in log.read_text() for log in logs)  # every run keeps it
+    assert "[bm25s]" not in stdout and "Building index" not in stdout and "DEBUG" not in stdout
 
 
 def test_compose_groups_and_overrides():
@@ -299,7 +329,7 @@ def test_bad_filter_reranker_and_abstain_options_are_one_line_exit_2(tmp_path, s
 def test_chunks_longer_than_the_model_limit_warn_and_log_their_share(tmp_path, small_kb_files):
     result = sweep(tmp_path, small_kb_files, "chunk=512")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "longer than the model's 256-token limit and are truncated" in result.stdout + result.stderr
+    assert "longer than the model's 256-token limit (its special tokens included) and are truncated" in result.stdout
     _, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert runs[0].data.metrics["corpus/truncated_share"] > 0.5
 
@@ -343,6 +373,11 @@ def test_context_metrics_recompute_from_the_delivered_chunks_artifact(tmp_path, 
     result = sweep(tmp_path, small_kb_files, "chunk=64", "context.k=[1,4]")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Context: the top k chunks of" in result.stdout and "Worst questions by context/recall_at_4" in result.stdout
+    # the first line that is not a warning is the summary, the tables after it
+    first = next(line for line in result.stdout.splitlines() if not line.startswith("warning: "))
+    assert first.startswith("chunk=64 context.k=[1,4] golden.path=") and ": ndcg_at_10 0." in first
+    assert ", context/recall_at_5" not in first  # k = 1, 4: no context recall at 5 to show
+    assert result.stdout.index(first) < result.stdout.index("Overall: ") and "Loading weights" not in result.stderr
     client, (run,) = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
     delivered = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/tables/retrieved_chunks.json")
     corpus = load_corpus(small_kb_files / "corpus.jsonl")

@@ -57,16 +57,24 @@ from sweep.errors import (
     raise_on_signal,
     report_bad_input,
 )
-from sweep.evaluation.registry import ABSTAIN_CORRECT, LATENCY
-from sweep.experiment.trial import RESUME, Trial, build_pipeline, check_settings, run_trial
-from sweep.reporting.console import default_console, print_calibration, print_evaluation, print_leaderboard, print_lines
+from sweep.experiment.trial import HOW_IT_RUNS, Trial, build_pipeline, check_settings, run_trial
+from sweep.reporting.console import (
+    default_console,
+    print_calibration,
+    print_evaluation,
+    print_leaderboard,
+    print_lines,
+    summary_line,
+)
 from sweep.reporting.html import render as render_report
+from sweep.reporting.logs import SUMMARY, set_verbosity
 from sweep.settings import override_key, unknown_key
 
 log = logging.getLogger("sweep")
+summary_log = logging.getLogger(SUMMARY)
 CONSOLE = default_console()
 EXIT_FAILED = 1  # a sweep in which some combination failed, or that could not open its parent run
-SHOWN = ("recall_at_5", "mrr", ABSTAIN_CORRECT, LATENCY)  # besides the objective
+FLAGS = {"-q": "quiet", "--quiet": "quiet", "-v": "verbose", "--verbose": "verbose"}  # shorthands for verbosity=
 MAX_COMBINATIONS = 1000  # a larger -m sweep is refused: checking it alone would take minutes
 NOTICE_FROM = 50  # from this many combinations, say that they are being checked (about 0.1 s each)
 
@@ -76,12 +84,21 @@ def is_multirun() -> bool:
 
 
 def overrides() -> list[str]:
-    return without_resume(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    return measured_overrides(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
-def without_resume(overrides: Sequence[str]) -> list[str]:
-    """The overrides that say what is measured: with or without `resume=true`, the same combinations."""
-    return [o for o in overrides if override_key(o) != RESUME]
+def measured_overrides(overrides: Sequence[str]) -> list[str]:
+    """The overrides that say what is measured: with or without `resume=true` or `verbosity=`,
+    the same combinations."""
+    return [o for o in overrides if override_key(o) not in HOW_IT_RUNS]
+
+
+def verbosity_flags(argv: Sequence[str]) -> list[str]:
+    """`-q`/`--quiet` and `-v`/`--verbose` as the override `verbosity=quiet|verbose` (Hydra takes
+    overrides, not flags; both spellings work); the last one given wins."""
+    flags = [FLAGS[a] for a in argv if a in FLAGS]
+    rest = [a for a in argv if a not in FLAGS]
+    return [*rest, f"verbosity={flags[-1]}"] if flags else rest
 
 
 def choices() -> dict[str, str]:
@@ -104,7 +121,7 @@ def main() -> None:
         signal.signal(number, raise_on_signal)
     combinations = 0
     try:
-        sys.argv[1:] = connecting_to_a_ray_cluster(maximizing(sys.argv[1:]))
+        sys.argv[1:] = connecting_to_a_ray_cluster(maximizing(verbosity_flags(sys.argv[1:])))
         combinations = preflight(sys.argv[1:])
         hydra_main()
         raise_if_interrupted()  # a signal a library swallowed during the last combination
@@ -267,6 +284,7 @@ def task(cfg: DictConfig) -> float | None:
     hydra-optuna-sweeper 1.3.0 stops the whole sweep on NaN, hydra#2237, and marks a trial that
     returned None FAIL and goes on)."""
     raise_if_interrupted()  # no next combination after a signal, even one a library swallowed
+    set_verbosity(cfg.verbosity)  # Hydra made this job's console afresh
     try:
         trial = run_trial(cfg, choices(), overrides())
     except Exception as error:
@@ -280,22 +298,25 @@ def task(cfg: DictConfig) -> float | None:
             log.exception("this combination failed; the sweep goes on")
         optuna = str(HydraConfig.get().sweeper.get("_target_", "")).startswith("hydra_plugins.hydra_optuna_sweeper")
         return None if optuna else math.nan
-    show(trial, cfg.objective)
+    show(trial, cfg.objective, quiet=cfg.verbosity == "quiet")
     return trial.objective
 
 
-def show(trial: Trial, objective: str) -> None:
-    """A multirun logs one line per combination; a single run prints its report."""
+def show(trial: Trial, objective: str, quiet: bool) -> None:
+    """Every run's summary line first (logged, so a sweep's log file has it too); a single run,
+    unless `quiet`, then prints its tables."""
+    name = " ".join(overrides()) or "default"
     if trial.evaluation is None:
         log.info(
             "%s: finished before, in run %s: %s %.4f (resume)",
-            " ".join(overrides()) or "default", trial.mlflow_run.run_id, objective, trial.objective,
-        )  # fmt: skip
+            name,
+            trial.mlflow_run.run_id,
+            objective,
+            trial.objective,
+        )
         return
-    mean = trial.evaluation.mean
-    if is_multirun():
-        headline = ", ".join(f"{k} {mean[k]:.4f}" for k in dict.fromkeys([objective, *SHOWN]) if k in mean)
-        log.info("%s: %s", " ".join(overrides()) or "default", headline)
+    summary_log.info("%s: %s", name, summary_line(trial.evaluation, objective, trial.stats, trial.seconds))
+    if is_multirun() or quiet:
         return
     print_evaluation(trial.evaluation, console=CONSOLE)
     if trial.calibration is not None:
@@ -324,9 +345,13 @@ class ParentRunCallback(Callback):
 
     @exit_2_on_bad_input  # e.g. an unreachable tracking server: before any combination runs
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        set_verbosity(config.verbosity)  # before the launcher's first lines
         try:
             parent = tracking.start_sweep(
-                config.experiment, without_resume(config.hydra.overrides.task), config.objective, config.resume is True
+                config.experiment,
+                measured_overrides(config.hydra.overrides.task),
+                config.objective,
+                config.resume is True,
             )
         except Exception as error:  # Hydra would only warn, and run every combination outside the sweep
             if bad_input(error) is not None:

@@ -34,13 +34,17 @@ from sweep.evaluation.abstention import Calibration, calibrate
 from sweep.evaluation.context import DEFAULT_CUTOFFS, score_contexts
 from sweep.formats.corpus import ID_SCHEMES, Corpus, load_corpus
 from sweep.formats.golden import GoldenSet, load_golden
+from sweep.reporting.logs import VERBOSITY
 from sweep.retrieval.pipeline import Pipeline
 from sweep.settings import Cutoffs, Exists, NonEmpty, OneOf, Range, check_config
 
 log = logging.getLogger(__name__)
 METRIC = OneOf(DEFAULT_METRICS)
 RESUME = "resume"  # how a sweep is run, not what it measures: left out of run names, overrides tags and digests
+VERBOSITY_KEY = "verbosity"  # what the console shows: left out like `resume`
+HOW_IT_RUNS = (RESUME, VERBOSITY_KEY)
 NO_RESULT_KEYS = (RESUME, "cache_dir")  # settings that change no measurement (nor do values that refer to them)
+WARNINGS_PAGE = "docs/commands.md#warnings"  # where each warning of a run is explained
 IGNORES_FILTERS = "sweep.retrieval.filters.NoFilter"  # `filter=none`: the questions' filters change no measurement
 
 
@@ -84,6 +88,7 @@ class Settings:
     experiment: Annotated[str, NonEmpty()] = "golden-sweep"
     cache_dir: Annotated[str, NonEmpty()] = ".cache/golden-sweep"
     resume: bool = False  # a sweep skips the combinations that finished in its last, unfinished run
+    verbosity: Annotated[str, VERBOSITY] = "normal"  # the console: quiet, normal, verbose (-q, -v)
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,8 @@ class Trial:
     evaluation: Evaluation | None  # None: a resumed sweep's combination that had finished (its earlier run)
     calibration: Calibration | None  # None: the golden set has no unanswerable (or no answerable) question
     objective: float  # the mean of the config's `objective` metric
+    stats: dict[str, float] = field(default_factory=dict)  # what the pipeline measured (times, latency, sizes)
+    seconds: float = math.nan  # the whole trial, loading and logging included
 
 
 def build_pipeline(cfg: DictConfig) -> Pipeline:
@@ -125,6 +132,7 @@ def combination_digests(cfg: DictConfig) -> list[str]:
         with open_dict(measured):
             for key in NO_RESULT_KEYS:
                 measured[key] = None
+            measured.pop(VERBOSITY_KEY, None)  # newer than the digests: left out, so that older runs' still match
         return tracking.config_digests(OmegaConf.to_container(measured, resolve=True))
     except OmegaConfBaseException:
         return []
@@ -155,15 +163,21 @@ def warn_about_costly_settings(cfg: DictConfig) -> None:
     """Values that are allowed but quietly cost quality or time."""
     if cfg.chunk_depth < cfg.depth:
         log.warning(
-            "chunk_depth=%d is smaller than depth=%d: at most %d documents can be ranked, so metrics at deeper cutoffs are capped",
-            cfg.chunk_depth, cfg.depth, cfg.chunk_depth,
+            "chunk_depth=%d is smaller than depth=%d: at most %d documents can be ranked, so metrics at deeper cutoffs "
+            "are capped; see %s", cfg.chunk_depth, cfg.depth, cfg.chunk_depth, WARNINGS_PAGE,
         )  # fmt: skip
     nprobe, nlist = OmegaConf.select(cfg, "model.index.nprobe"), OmegaConf.select(cfg, "model.index.nlist")
     if nprobe is not None and nlist is not None and nprobe > nlist:
-        log.warning("index.nprobe=%d is larger than index.nlist=%d: it searches all %d lists", nprobe, nlist, nlist)
+        log.warning(
+            "index.nprobe=%d is larger than index.nlist=%d: it searches all %d lists, as slowly as a flat index; see %s",
+            nprobe, nlist, nlist, WARNINGS_PAGE,
+        )  # fmt: skip
     candidates = OmegaConf.select(cfg, "reranker.candidates")
     if candidates is not None and candidates > cfg.chunk_depth:
-        log.warning("reranker.candidates=%d: only chunk_depth=%d hits reach the reranker", candidates, cfg.chunk_depth)
+        log.warning(
+            "reranker.candidates=%d: only chunk_depth=%d hits reach the reranker; see %s",
+            candidates, cfg.chunk_depth, WARNINGS_PAGE,
+        )  # fmt: skip
 
 
 def warn_about_holes(evaluation: Evaluation, floor: float, metric: str = "judged_at_10") -> None:
@@ -176,8 +190,9 @@ def warn_about_holes(evaluation: Evaluation, floor: float, metric: str = "judged
     if below:
         log.warning(
             "%d of %d answerable questions have %s below %g: most of their top documents were never judged and "
-            "count as irrelevant; pool and label them (python -m sweep.pool, python -m sweep.label)",
-            below, len(values), metric, floor,
+            "count as irrelevant, so the metrics may undercount; pool and label them (python -m sweep.pool, "
+            "python -m sweep.label); see %s",
+            below, len(values), metric, floor, WARNINGS_PAGE, extra={"once": "holes"},
         )  # fmt: skip
 
 
@@ -185,6 +200,7 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
     """Evaluate the configuration `cfg` and log it as an MLflow run, or, in a resumed sweep,
     return the run in which it already finished. `choices`: each config group's chosen option
     (logged as params); `overrides`: the command line that gave `cfg`."""
+    began = time.perf_counter()
     name = " ".join(overrides) or "default"
     digests = combination_digests(cfg)
     digest = digests[0] if digests else None
@@ -200,7 +216,8 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
         check_settings(cfg)
         warn_about_costly_settings(cfg)
         resolved = OmegaConf.to_container(cfg, resolve=True)
-        resolved.pop(RESUME, None)  # how the sweep ran, not what this run measured: the same for all its children
+        for key in HOW_IT_RUNS:  # how the sweep ran, not what this run measured: the same for all its children
+            resolved.pop(key, None)
         tracking.log_config(resolved, overrides, choices or {})
         pipeline = build_pipeline(cfg)  # cheap: models load when the pipeline first needs them
         corpus, golden = data or load_data(cfg)
@@ -225,4 +242,7 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
             tracking.log_calibration(calibration)
         tracking.log_results(retrieval.results)
         tracking.log_delivered_chunks(retrieval.delivered_chunks())
-    return Trial(mlflow_run, evaluation, calibration, evaluation.mean[cfg.objective])
+    stats = retrieval.stats | timings
+    return Trial(
+        mlflow_run, evaluation, calibration, evaluation.mean[cfg.objective], stats, time.perf_counter() - began
+    )

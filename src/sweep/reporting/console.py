@@ -1,10 +1,11 @@
-"""Readable console tables: headline metrics with intervals, per-type means, worst questions,
+"""What a run prints: its summary line (the objective with its interval and the few numbers read
+first), then readable tables: headline metrics with intervals, per-type means, worst questions,
 the abstention calibration's suggestion, and a sweep's leaderboard."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 from rich.console import Console
@@ -14,7 +15,7 @@ from sweep.evaluation import Evaluation
 from sweep.evaluation.abstention import Calibration
 from sweep.evaluation.context import CONTEXT_N, PER_CUTOFF, PRECISION_OMEGA
 from sweep.evaluation.leaderboard import SweepResults
-from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE, BY_NAME, COSTS
+from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE, BY_NAME, COSTS, LATENCY
 from sweep.evaluation.significance import bootstrap_ci
 from sweep.formats.golden import doc_grades
 from sweep.reporting.formatting import cost_in_column, is_missing, number
@@ -27,6 +28,8 @@ def default_console() -> Console:
 
 
 CELL_LIMIT = 300  # characters a table cell shows; the artifacts keep the whole text
+RESAMPLES = 1000  # the console's bootstrap intervals (the summary line's is the overall table's)
+SUMMARY = ("recall_at_5", "mrr", "context/recall_at_5", ABSTAIN_CORRECT)  # after the objective, where computed
 
 
 def _fmt(value: object) -> str:
@@ -38,7 +41,21 @@ def _cell(text: str) -> str:
     return shortened(text, CELL_LIMIT)
 
 
-def overall_table(evaluation: Evaluation, title: str = "Overall", n_resamples: int = 1000) -> Table:
+def summary_line(evaluation: Evaluation, objective: str, stats: Mapping[str, float], seconds: float) -> str:
+    """One line, the first a run prints: the objective's mean with its 95% bootstrap interval (the
+    overall table's), the `SUMMARY` metrics the evaluation has, the latency p50 and the run's seconds."""
+    mean = evaluation.mean
+    head = f"{objective} {number(mean.get(objective))}"
+    if objective in evaluation.answerable.columns:  # rank and context metrics; an abstention rate has no interval
+        interval = bootstrap_ci(evaluation.answerable[[objective]], n_resamples=RESAMPLES).loc[objective]
+        head += f" [{number(interval['low'])}, {number(interval['high'])}]"
+    parts = [head, *(f"{name} {number(mean[name])}" for name in SUMMARY if name in mean and name != objective)]
+    if LATENCY in stats:
+        parts.append(f"latency p50 {stats[LATENCY]:.1f} ms")
+    return ", ".join([*parts, f"{seconds:.0f} s"])
+
+
+def overall_table(evaluation: Evaluation, title: str = "Overall", n_resamples: int = RESAMPLES) -> Table:
     answerable = evaluation.answerable
     intervals = bootstrap_ci(answerable[list(evaluation.metrics)], n_resamples=n_resamples)
     frame = evaluation.per_query

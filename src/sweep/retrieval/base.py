@@ -9,7 +9,8 @@ interface, so any of them plugs in through config: `model=custom model._target_=
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,11 +29,24 @@ class Retriever(ABC):
         last hit. `allowed`: sorted chunk ids the hits must come from; `exact`: score every allowed
         chunk rather than trust an approximate index."""
 
-    def prepare_queries(self, queries: Sequence[str]) -> float:
-        """Every question, once, before the searches: a model may encode them all in one batch.
-        Returns what preparing one question costs when it comes alone, as in a live system, in
-        milliseconds (0: nothing to prepare, as for lexical models, whose searches do it all);
-        the pipeline adds it to each question's latency."""
+    def prepare_queries(self, queries: Sequence[str]) -> None:  # noqa: B027 (optional: lexical models need nothing)
+        """Every question, once, before the batch of searches: a model may encode them all in one
+        batch now, and its searches then look them up (what a run's metrics and its throughput
+        come from)."""
+
+    @contextmanager
+    def alone(self, queries: Sequence[str]) -> Iterator[None]:
+        """Within it, each search of one of `queries` does all its own work, as a live system's
+        does for a question that comes alone: the pipeline times each question's whole path this
+        way (its latency). A model that encodes questions encodes that one question then, rather
+        than looking up its batch vector; work it replays from a cache instead (a remote model's
+        timing, which would cost a request) it reports in `replayed_ms`. By default nothing
+        changes: a lexical search does all its work anyway."""
+        yield
+
+    def replayed_ms(self, query: str) -> float:
+        """Milliseconds of `query`'s last search inside `alone` that were replayed from a cache
+        rather than spent (the pipeline adds them to its latency); 0 when everything was done."""
         return 0.0
 
     def member_hits(self, query: str) -> dict[str, Hits]:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -26,7 +27,6 @@ from sweep.retrieval.embed import CorpusEmbedding, Embedder, EmbeddingCache
 from sweep.retrieval.index import FaissIndex
 
 log = logging.getLogger(__name__)
-ALONE_SAMPLE = 32  # questions encoded one at a time for the per-question latency: about 0.3 s on 2 cores
 
 
 class DenseRetriever(Retriever):
@@ -41,6 +41,8 @@ class DenseRetriever(Retriever):
         self.embed = embed or CorpusEmbedding()
         self._stats: dict[str, float] = {}
         self._queries: dict[str, np.ndarray] = {}  # question text -> its vector, from prepare_queries
+        self._alone_ms: dict[str, float] | None = None  # inside `alone`: question -> its encode alone, in ms
+        self._replay: dict[str, float] | None = None  # inside `alone`, remote: the cached one-question times
 
     def build(self, texts: Sequence[str]) -> None:
         start = time.perf_counter()
@@ -53,8 +55,9 @@ class DenseRetriever(Retriever):
         truncated = self.embedder.truncated_share(texts)
         if truncated:
             log.warning(
-                "%.0f%% of chunks are longer than the model's %d-token limit and are truncated when embedded",
-                100 * truncated, self.embedder.max_seq_length,
+                "%.0f%% of chunks are longer than the model's %d-token limit (its special tokens included) and are "
+                "truncated when embedded: their end is never searched; see docs/commands.md#warnings",
+                100 * truncated, self.embedder.max_seq_length, extra={"once": "truncation"},
             )  # fmt: skip
         self._stats = {
             "time/model_load_s": loaded - start,
@@ -65,54 +68,74 @@ class DenseRetriever(Retriever):
             "corpus/truncated_share": truncated,
         }
 
-    def prepare_queries(self, queries: Sequence[str]) -> float:
-        """Encode every question in batches now; a search then looks its vector up. Returns the
-        median time to encode one question alone (timed on the first `ALONE_SAMPLE` questions):
-        what a live system pays per question, which a batch hides. A remote embedder's question
-        vectors and those timings are cached as its corpus vectors are (they cost requests), so a
-        second run on the same questions makes none."""
+    def prepare_queries(self, queries: Sequence[str]) -> None:
+        """Encode every question in batches now; a search then looks its vector up. A remote
+        embedder's question vectors are cached as its corpus vectors are (they cost requests), so
+        a second run on the same questions makes none."""
         start = time.perf_counter()
         unique = list(dict.fromkeys(queries))
-        sample = unique[:ALONE_SAMPLE]
-        keys = self._query_keys(unique, sample)
-        stored = [self.cache.get(key) for key in keys] if keys else [None, None]
-        vectors = stored[0] if stored[0] is not None else self.embedder.encode_queries(unique)
+        key = self._remote_key("queries", unique)
+        stored = self.cache.get(key) if key else None
+        vectors = stored if stored is not None else self.embedder.encode_queries(unique)
+        if key and stored is None:
+            self.cache.put(key, np.asarray(vectors, dtype=np.float32))
         self._queries = dict(zip(unique, vectors))
         self._stats["time/query_encode_s"] = time.perf_counter() - start
         self._stats["latency/query_encode_ms_mean"] = 1000 * self._stats["time/query_encode_s"] / max(1, len(unique))
-        alone = (
-            stored[1] if stored[1] is not None else np.array([self._time_alone(q) for q in sample], dtype=np.float32)
-        )
-        if keys and stored[0] is None:
-            self.cache.put(keys[0], np.asarray(vectors, dtype=np.float32))
-        if keys and stored[1] is None and len(alone):
-            self.cache.put(keys[1], alone.reshape(-1, 1))
-        self._stats["latency/query_encode_ms_p50"] = float(np.median(alone)) if len(alone) else 0.0
-        return self._stats["latency/query_encode_ms_p50"]
 
-    def _query_keys(self, unique: list[str], sample: list[str]) -> list[str]:
-        """Cache keys of a remote embedder's question vectors and of its one-at-a-time timings; []
-        for a local model (it is timed afresh: its cost is this machine's)."""
-        if not (self.embedder.remote and self.cache is not None and unique):
-            return []
-        identity = self.embedder.identity
-        return [
-            self.cache.key(identity | {"role": "queries"}, unique),
-            self.cache.key(identity | {"role": "query ms"}, sample),
-        ]
+    @contextmanager
+    def alone(self, queries: Sequence[str]) -> Iterator[None]:
+        """A search encodes its question alone, as a live system does (`latency/query_encode_ms_p50`:
+        the median of those encodes). A remote embedder's one-question times are cached like its
+        vectors (each costs a request): the first run measures them, later runs replay them (the
+        search takes the batch's vector; `replayed_ms` says what the encode took)."""
+        unique = list(dict.fromkeys(queries))
+        key = self._remote_key("query ms", unique)
+        stored = self.cache.get(key) if key else None
+        self._alone_ms = {}
+        self._replay = dict(zip(unique, stored[:, 0].tolist())) if stored is not None else None
+        try:
+            yield
+        finally:
+            measured, self._alone_ms, self._replay = self._alone_ms, None, None
+        if key and stored is None and all(q in measured for q in unique):
+            self.cache.put(key, np.array([measured[q] for q in unique], dtype=np.float32).reshape(-1, 1))
+        if measured:
+            self._stats["latency/query_encode_ms_p50"] = float(np.median(list(measured.values())))
 
-    def _time_alone(self, query: str) -> float:
-        start = time.perf_counter()
-        self.embedder.encode_queries([query])
-        return 1000 * (time.perf_counter() - start)
+    def replayed_ms(self, query: str) -> float:
+        return self._replay.get(query, 0.0) if self._replay is not None else 0.0
+
+    def _remote_key(self, role: str, queries: list[str]) -> str | None:
+        """The cache key of a remote embedder's `role` for these questions (their vectors, their
+        one-at-a-time timings); None for a local model (it is timed afresh: its cost is this
+        machine's)."""
+        if not (self.embedder.remote and self.cache is not None and queries):
+            return None
+        return self.cache.key(self.embedder.identity | {"role": role}, queries)
 
     def search(
         self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
-        missing = [q for q in queries if q not in self._queries]
-        vectors = dict(zip(missing, self.embedder.encode_queries(missing))) if missing else {}
-        matrix = np.stack([self._queries[q] if q in self._queries else vectors[q] for q in queries])
-        return self.index.search(matrix, k, allowed, exact)
+        return self.index.search(self._vectors(queries), k, allowed, exact)
+
+    def _vectors(self, queries: Sequence[str]) -> np.ndarray:
+        """The questions' vectors: inside `alone`, each encoded now on its own (or, replaying, the
+        batch's); otherwise the batch's, and any question not prepared encoded now."""
+        if self._alone_ms is None:
+            missing = [q for q in queries if q not in self._queries]
+            vectors = dict(zip(missing, self.embedder.encode_queries(missing))) if missing else {}
+            return np.stack([self._queries[q] if q in self._queries else vectors[q] for q in queries])
+        rows = []
+        for query in queries:
+            if self._replay is not None:
+                rows.append(self._queries[query])
+                self._alone_ms[query] = self._replay[query]
+                continue
+            start = time.perf_counter()
+            rows.append(self.embedder.encode_queries([query])[0])
+            self._alone_ms[query] = 1000 * (time.perf_counter() - start)
+        return np.stack(rows)
 
     def stats(self) -> dict[str, float]:
         """Build costs, query encoding and, on an approximate index, `index/recall_vs_exact_at_10`

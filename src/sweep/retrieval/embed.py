@@ -17,9 +17,9 @@ from functools import cached_property
 from typing import Annotated, Any
 
 import numpy as np
-from tqdm import tqdm
 
 from sweep.errors import InputError
+from sweep.progress import progress_bar
 from sweep.retrieval.cache import EmbeddingCache
 from sweep.retrieval.models import (
     folder_digest,
@@ -227,7 +227,7 @@ class CorpusEmbedding:
                 missing.append(shard)
         cached = len(texts) - sum(len(shard.texts) for shard in missing)
         embedder.before_embedding([text for shard in missing for text in shard.texts])
-        with tqdm(total=len(texts), initial=cached, desc="embedding", unit="chunk", disable=None) as bar:
+        with progress_bar(total=len(texts), initial=cached, desc="embedding", unit="chunk") as bar:
             if self.backend == "ray":
                 computed = ((shard, vectors, False) for shard, vectors in self._on_ray(embedder, missing))
             else:

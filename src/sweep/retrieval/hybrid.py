@@ -19,7 +19,8 @@ the run's `member/<name>/...` metrics and `tables/member_hits.json`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from typing import Annotated
 
 import numpy as np
@@ -57,9 +58,20 @@ class HybridRetriever(Retriever):
         for member in self.members.values():
             member.build(texts)
 
-    def prepare_queries(self, queries: Sequence[str]) -> float:
-        """Each member's; a question alone costs them all, one after the other."""
-        return sum(member.prepare_queries(queries) or 0.0 for member in self.members.values())
+    def prepare_queries(self, queries: Sequence[str]) -> None:
+        for member in self.members.values():
+            member.prepare_queries(queries)
+
+    @contextmanager
+    def alone(self, queries: Sequence[str]) -> Iterator[None]:
+        """Every member alone: a question alone costs them all, one after the other."""
+        with ExitStack() as stack:
+            for member in self.members.values():
+                stack.enter_context(member.alone(queries))
+            yield
+
+    def replayed_ms(self, query: str) -> float:
+        return sum(member.replayed_ms(query) for member in self.members.values())
 
     def search(
         self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False

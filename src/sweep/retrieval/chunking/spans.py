@@ -9,6 +9,7 @@ from functools import cached_property, lru_cache
 from typing import Annotated, Any
 
 from sweep.formats.corpus import Corpus
+from sweep.progress import progress_bar
 from sweep.retrieval.chunking.base import (
     CACHED_COUNTS,
     MIN_SENTENCE_CHARS,
@@ -28,7 +29,7 @@ class SpanChunker(Chunker):
 
     def cut(self, corpus: Corpus) -> list[Chunk]:
         found: list[tuple[str, int, int, str]] = []  # doc id, start, end, text
-        for doc in corpus:
+        for doc in progress_bar(corpus, desc="chunking", unit="document"):  # one bar, however the strategy works
             content = doc.content
             if self.size == 0:  # whole documents, exactly as TokenChunker keeps them
                 found.append((doc.id, 0, len(content), content))

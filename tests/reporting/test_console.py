@@ -1,0 +1,120 @@
+"""What a run prints (reporting/console.py, reporting/logs.py, sweep/progress.py): the summary
+line first, the verbosity levels, libraries kept below warning, every warning once per sweep."""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+
+import pytest
+from rich.console import Console
+from transformers.utils import logging as transformers_logging
+
+from helpers.data import golden_of, ranked
+from sweep.errors import InputError
+from sweep.evaluation import score
+from sweep.progress import progress_bar
+from sweep.reporting.console import overall_table, summary_line
+from sweep.reporting.logs import SUMMARY, ConsoleFilter, ConsoleFormatter, set_verbosity
+
+
+@pytest.fixture(scope="module")
+def evaluation():
+    """Ten answerable questions with their relevant document at rank 1, 2, ... (a spread to
+    resample) and two unanswerable ones, one of which gets nothing."""
+    relevant = {f"q{i}": {f"d{i}": 1} for i in range(10)} | {"u0": {}, "u1": {}}
+    results = {f"q{i}": [f"noise{j}" for j in range(i % 4)] + [f"d{i}"] for i in range(10)} | {"u0": ["noise0"]}
+    return score(golden_of(relevant), ranked(results))
+
+
+def test_the_summary_line_has_the_objective_with_the_overall_tables_interval(evaluation):
+    line = summary_line(evaluation, "ndcg_at_10", {"latency/search_ms_p50": 8.46}, 12.4)
+    console = Console(file=io.StringIO(), width=200)
+    console.print(overall_table(evaluation))
+    [row] = [r for r in console.file.getvalue().splitlines() if "│ ndcg_at_10 " in r]
+    mean, interval = re.search(r"│ +([\d.]+) │ +(\[[\d., ]+\]) │", row).groups()
+    assert line.startswith(f"ndcg_at_10 {mean} {interval}, ")  # the table's own numbers
+    mean = evaluation.mean
+    assert line.endswith(
+        f", recall_at_5 {mean['recall_at_5']:.4f}, mrr {mean['mrr']:.4f}, abstain/correct_rate 0.5000, "
+        "latency p50 8.5 ms, 12 s"
+    )  # no context metrics here (no chunks): left out, not shown as missing
+    abstaining = summary_line(evaluation, "abstain/correct_rate", {}, 3.0)
+    assert abstaining.startswith("abstain/correct_rate 0.5000, recall_at_5 ") and abstaining.endswith(", 3 s")
+
+
+@pytest.fixture
+def console_handlers():
+    """A console and a log file on the root logger, as Hydra makes them for a job; the logging
+    state set_verbosity changes is put back afterwards."""
+    root = logging.getLogger()
+    named = {name: logging.getLogger(name).level for name in ("sweep", "hydra", SUMMARY)}
+    level, bars = root.level, transformers_logging.is_progress_bar_enabled()
+    console, log_file = logging.StreamHandler(io.StringIO()), logging.FileHandler("/dev/null")
+    root.addHandler(console)
+    root.addHandler(log_file)
+    yield console, log_file
+    root.removeHandler(console)
+    root.removeHandler(log_file)
+    log_file.close()
+    root.setLevel(level)
+    for name, old in named.items():
+        logging.getLogger(name).setLevel(old)
+    (transformers_logging.enable_progress_bar if bars else transformers_logging.disable_progress_bar)()
+
+
+def test_each_verbosity_sets_loggers_console_and_bars(console_handlers):
+    console, log_file = console_handlers
+    set_verbosity("quiet")
+    assert logging.getLogger().level == logging.WARNING  # sentence-transformers shows no "Batches" bars
+    assert logging.getLogger("sweep").level == logging.WARNING and logging.getLogger(SUMMARY).level == logging.INFO
+    assert not transformers_logging.is_progress_bar_enabled()  # no "Loading weights" bars
+    assert progress_bar(range(3)).disable is True
+    assert [type(f) for f in console.filters] == [ConsoleFilter] and isinstance(console.formatter, ConsoleFormatter)
+    assert log_file.filters == [] and not isinstance(log_file.formatter, ConsoleFormatter)  # the log keeps it all
+    set_verbosity("normal")  # a second job of the sweep: still one filter
+    assert logging.getLogger("sweep").level == logging.INFO and logging.getLogger("hydra").level == logging.INFO
+    assert len(console.filters) == 1 and not console.filters[0].libraries
+    set_verbosity("verbose")
+    assert logging.getLogger().level == logging.INFO and transformers_logging.is_progress_bar_enabled()
+    assert console.filters[0].libraries
+    with pytest.raises(InputError, match=r"^verbosity='loud': must be one of quiet, normal, verbose$"):
+        set_verbosity("loud")
+
+
+@pytest.mark.parametrize("libraries", [False, True])
+def test_a_warning_reaches_the_console_once_and_a_librarys_lines_only_from_warning_up(libraries):
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(ConsoleFilter(libraries=libraries))
+    handler.setFormatter(ConsoleFormatter("%(message)s"))
+    ours, library = logging.getLogger(f"sweep.test_console.{libraries}"), logging.getLogger(f"lib.{libraries}")
+    for logger in (ours, library):
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)  # as bm25s sets its own
+        logger.propagate = False
+    try:
+        for run in (1, 2, 3):
+            ours.warning(
+                "%d of 128 questions are below the floor (%s)", 120 + run, libraries, extra={"once": f"t{libraries}"}
+            )
+            ours.warning("the same text in every run (%s)", libraries)
+            ours.info("run %d: its summary", run)
+            ours.error("run %d failed", run)
+        library.debug("Building index from IDs objects")
+        library.info("Loading SentenceTransformer model")
+        library.warning("a library's warning (%s)", libraries)
+    finally:
+        for logger in (ours, library):
+            logger.removeHandler(handler)
+    chatter = ["Building index from IDs objects", "Loading SentenceTransformer model"] if libraries else []
+    assert stream.getvalue().splitlines() == [
+        f"warning: 121 of 128 questions are below the floor ({libraries})",
+        f"warning: the same text in every run ({libraries})",
+        "run 1: its summary", "error: run 1 failed",
+        "run 2: its summary", "error: run 2 failed",
+        "run 3: its summary", "error: run 3 failed",
+        *chatter,
+        f"warning: a library's warning ({libraries})",
+    ]  # fmt: skip
