@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers import processes
 from helpers.logged import BROKEN, EXPERIMENT, golden, log_run, rankings
 from sweep import check, compare
 from sweep.evaluation.comparison import paired_table
@@ -324,7 +325,7 @@ def test_compare_bad_input_is_one_line_and_exit_2(store, capsys, monkeypatch):
 
 
 def cli(module: str, store: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", module, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
         env=os.environ | {"MLFLOW_TRACKING_URI": store},
     )  # fmt: skip

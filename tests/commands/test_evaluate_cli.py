@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import processes
 from helpers.paths import ROOT
 
 EXAMPLE = ROOT / "data" / "example"
@@ -23,7 +24,7 @@ SEED_RUN = (
 
 
 def evaluate_cli(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", "sweep.evaluate", *map(str, args)], capture_output=True, text=True, timeout=120
     )
 
@@ -160,7 +161,7 @@ def test_bad_qrels_files(tmp_path, seed_files):
 
 def test_importing_the_cli_pulls_in_no_heavy_frameworks():
     code = "import sys, sweep.evaluate; print(sorted(m for m in ('torch', 'sentence_transformers', 'mlflow', 'transformers') if m in sys.modules))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    result = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "[]"
 
 
@@ -175,5 +176,5 @@ def test_json_on_trec_files_imports_no_pandas(seed_files):
         f"    main({list(map(str, seed_files))!r} + ['--json', '--per-query', '--per-type'])\n"
         f"print(json.dumps([[m for m in {heavy!r} if m in sys.modules], sorted(json.loads(out.getvalue())['per_query'])]))"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    result = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert json.loads(result.stdout) == [[], ["hotel", "laptop", "vacation"]], result.stderr

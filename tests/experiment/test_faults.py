@@ -23,6 +23,7 @@ import mlflow
 import numpy as np
 import pytest
 
+from helpers import processes
 from helpers.commands import compose_config, one_error_line, runs_in, sweep, sweep_command, wait_for
 from sweep.errors import InputError
 from sweep.experiment.cli import preflight
@@ -235,7 +236,7 @@ def test_a_folder_where_a_file_belongs_says_so(tmp_path):
 def test_the_evaluate_command_reports_undecodable_bytes_in_one_line(tmp_path):
     qrels = write(tmp_path / "qrels.txt", b"q1 0 d1 1\n")
     run = write(tmp_path / "run.trec", b"q1 Q0 d1 1 2.0 t\nq1 Q0 \xc3\x28 2 1.0 t\n")
-    result = subprocess.run(
+    result = processes.run(
         [sys.executable, "-m", "sweep.evaluate", qrels, run], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 2
@@ -274,7 +275,7 @@ def test_the_evaluate_report_of_a_50_mb_question_is_quick(tmp_path, huge_questio
     golden.write_text((huge_question / "golden.jsonl").read_text().splitlines()[-1] + "\n")  # the huge one alone
     run = write(tmp_path / "run.trec", b"huge Q0 nothing 1 1.0 t\n")
     start = time.monotonic()
-    result = subprocess.run(
+    result = processes.run(
         [sys.executable, "-m", "sweep.evaluate", golden, run],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -382,7 +383,7 @@ time.sleep(60)
 
 def holding_a_claim(folder: Path, seconds: float) -> subprocess.Popen:
     """Another process that claims the entry "k", stores it after `seconds`, then lets go."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_A_CLAIM, str(folder), str(seconds)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    holder = processes.start([sys.executable, "-c", HOLD_A_CLAIM, str(folder), str(seconds)], stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert holder.stdout.readline() == "claimed\n"
     return holder
 
@@ -434,7 +435,7 @@ def test_a_cache_dir_that_is_a_file_fails_before_embedding(tmp_path, small_kb_fi
     (tmp_path / "blocker").write_text("x")
     args, env = sweep_command(tmp_path, small_kb_files, "chunk=0", env={"SWEEP_CACHE_DIR": str(tmp_path / "blocker")})
     args = [a for a in args if not a.startswith("cache_dir=")]  # the environment variable decides
-    result = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    result = processes.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2
     assert not (tmp_path / "mlflow.db").exists()  # refused by the preflight: no run started, nothing embedded
     message = f"cache_dir={tmp_path / 'blocker'}: {tmp_path / 'blocker'} is a file, not a folder"
@@ -445,7 +446,7 @@ def test_a_cache_dir_that_is_a_file_fails_before_embedding(tmp_path, small_kb_fi
 
 
 def dead_pid() -> int:
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child = processes.start([sys.executable, "-c", "pass"])
     child.wait()
     return child.pid
 
@@ -474,7 +475,7 @@ def test_runs_of_a_dead_process_are_marked_killed_and_live_ones_are_not(tmp_path
 @pytest.mark.slow
 def test_a_run_whose_process_was_killed_is_marked_killed_by_the_next_one(tmp_path, small_kb_files):
     args, env = sweep_command(tmp_path, small_kb_files, "chunk=16", "chunking.overlap=0")  # MiniLM, many chunks
-    process = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = processes.start(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(tmp_path / "mlflow.db", lambda runs: any(r["status"] == "RUNNING" for r in runs))
     process.kill()  # SIGKILL: no handler runs, as when native code aborts the process
     process.wait()
@@ -497,7 +498,7 @@ def test_a_signal_during_a_sweep_kills_the_run_and_the_sweep_and_keeps_what_fini
     tmp_path, small_kb_files, number, code
 ):
     args, env = sweep_command(tmp_path, small_kb_files, "-m", "chunk=40,48,64,96,128,160")  # each embeds anew
-    process = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = processes.start(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(
         tmp_path / "mlflow.db",
         lambda runs: (
@@ -526,7 +527,7 @@ def test_a_signal_during_a_sweep_kills_the_run_and_the_sweep_and_keeps_what_fini
 @pytest.mark.slow
 def test_sigterm_during_a_single_run_marks_it_killed(tmp_path, small_kb_files):
     args, env = sweep_command(tmp_path, small_kb_files, "chunk=16", "chunking.overlap=0")
-    process = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = processes.start(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(tmp_path / "mlflow.db", lambda runs: any(r["status"] == "RUNNING" for r in runs))
     process.terminate()
     _, stderr = process.communicate(timeout=120)
@@ -576,7 +577,7 @@ def test_two_sweeps_starting_at_once_on_a_new_store_both_keep_all_their_runs(tmp
     for chunk in ("0", "64"):
         args, env = sweep_command(tmp_path, small_kb_files, "-m", "model=bm25,tfidf", f"chunk={chunk}")
         started.append(
-            subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            processes.start(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         )
     results = [(p, *p.communicate(timeout=300)) for p in started]
     assert [p.returncode for p, _, _ in results] == [0, 0], [e[-2000:] for _, _, e in results]
@@ -592,7 +593,7 @@ def best(cwd: Path, *args: str, store: str | None = None) -> subprocess.Complete
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | (
         {"MLFLOW_TRACKING_URI": store} if store else {}
     )
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", "sweep.best", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
     )
 

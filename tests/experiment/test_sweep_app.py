@@ -22,6 +22,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from transformers import AutoTokenizer
 
+from helpers import processes
 from helpers.commands import compose_config, runs_in, sweep
 from sweep.evaluation import score
 from sweep.experiment.cli import measured_overrides, preflight, verbosity_flags
@@ -199,7 +200,7 @@ def free_port() -> int:
 @pytest.mark.slow
 def test_a_sweep_against_a_real_mlflow_server(tmp_path, small_kb_files):
     port = free_port()
-    server = subprocess.Popen(
+    server = processes.start(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
          "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}", "--workers", "1"],
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -251,14 +252,14 @@ def test_best_config_round_trip_reproduces_the_winner(tmp_path, small_kb_files, 
     assert rerun == original  # the same config and choices: the same params
     assert winner.command.startswith("python -m sweep ") and "model=" in winner.command
 
-    cli = subprocess.run(
+    cli = processes.run(
         [sys.executable, "-m", "sweep.best", "--metric", "ndcg_at_10", "--output", str(tmp_path / "best.yaml")],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
         env=os.environ | {"MLFLOW_TRACKING_URI": store},
     )  # fmt: skip
     assert cli.returncode == 0, cli.stderr
     assert "reproduce: python -m sweep" in cli.stdout and (tmp_path / "best.yaml").is_file()
-    missing = subprocess.run(
+    missing = processes.run(
         [sys.executable, "-m", "sweep.best", "--metric", "no_such_metric"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, env=os.environ | {"MLFLOW_TRACKING_URI": store},
     )  # fmt: skip
@@ -458,7 +459,7 @@ def test_the_chunking_benchmark_format_runs_from_a_folder_of_markdown(tmp_path):
         f"hydra.run.dir={tmp_path / 'outputs'}", f"cache_dir={tmp_path / 'cache'}",
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    result = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    result = processes.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     _, (run,) = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert run.info.status == "FINISHED" and run.data.params["golden"] == "chunking_eval"

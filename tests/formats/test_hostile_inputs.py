@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import processes
 from helpers.commands import one_error_line
 from sweep.errors import InputError
 from sweep.formats.corpus import load_corpus
@@ -46,7 +47,7 @@ def lines(*records: dict) -> str:
 
 
 def evaluate_cli(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", "sweep.evaluate", *map(str, args)], capture_output=True, text=True, timeout=timeout
     )
 
@@ -58,7 +59,7 @@ def sweep_cli(cwd: Path, golden: Path, corpus: Path, *overrides: str) -> subproc
         f"cache_dir={cwd / 'cache'}", f"hydra.run.dir={cwd / 'outputs'}",
     ]  # fmt: skip
     environment = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    return subprocess.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
+    return processes.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
 
 
 def run_statuses(store: Path) -> list[str]:
@@ -342,7 +343,7 @@ def test_a_corpus_folder_reads_only_regular_files_of_bounded_size(tmp_path):
         f"from sweep.formats.corpus import load_corpus; print(list(load_corpus({str(docs)!r}).by_id))"
     )
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert time.monotonic() - started < 60
     assert result.stdout.splitlines() == [

@@ -13,6 +13,8 @@ import mlflow
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
+from helpers import processes
+
 
 def sweep_command(cwd: Path, data: Path, *overrides: str, env: dict | None = None) -> tuple[list[str], dict]:
     """`python -m sweep OVERRIDES` on `data`, everything it writes under `cwd`: (argv, environment)."""
@@ -26,7 +28,7 @@ def sweep_command(cwd: Path, data: Path, *overrides: str, env: dict | None = Non
 
 def sweep(cwd: Path, data: Path, *overrides: str, env: dict | None = None) -> subprocess.CompletedProcess:
     args, environment = sweep_command(cwd, data, *overrides, env=env)
-    return subprocess.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
+    return processes.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
 
 
 def runs_in(store: str) -> tuple[mlflow.MlflowClient, list]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import processes
 from sweep.tracking import PARENT_RUN
 
 # root ignores file modes: a command that must meet a read-only file runs without that power
@@ -27,7 +28,7 @@ def command(cwd: Path, *args: str, env: dict | None = None, reader: bool = False
     if prefix and shutil.which("setpriv") is None:
         pytest.fail("running as root, this test needs setpriv (util-linux) to meet a read-only file")
     environment = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", PARENT_RUN)}
-    return subprocess.run(
+    return processes.run(
         [*prefix, sys.executable, "-m", *args], cwd=cwd, env=environment | (env or {}),
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
@@ -56,7 +57,7 @@ os.kill(os.getpid(), signal.SIGKILL)  # as kill -9 in the middle of MLflow's wri
 
 def leave_a_hot_journal(database: Path) -> None:
     """A process killed in the middle of a write to `database`: its `-journal` is hot."""
-    killed = subprocess.run([sys.executable, "-c", HOT_JOURNAL, str(database)], capture_output=True, timeout=60)
+    killed = processes.run([sys.executable, "-c", HOT_JOURNAL, str(database)], capture_output=True, timeout=60)
     assert killed.returncode == -signal.SIGKILL
     assert database.with_name(f"{database.name}-journal").stat().st_size > 0
     with pytest.raises(sqlite3.OperationalError, match="attempt to write a readonly database"):
@@ -86,7 +87,7 @@ def on_a_full_disk(
     fs.mkdir(exist_ok=True)
     environment = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", PARENT_RUN)}
     environment |= env | {"FS": str(fs), "PREPARE": prepare, "AFTER": after}
-    subprocess.run(
+    processes.run(
         ["unshare", "-rm", "sh", "-c", FULL_DISK, "sh", *args], cwd=cwd, env=environment, check=True, timeout=600
     )
     return int((cwd / "rc").read_text()), (cwd / "err.txt").read_text()

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import mlflow
 import pytest
 
+from helpers import processes
 from helpers.data import golden_of
 from sweep import pool
 from sweep.formats.corpus import Corpus, Document, load_corpus
@@ -72,7 +72,7 @@ def test_the_queue_is_the_union_of_the_runs_unjudged_top_documents(in_store, sma
     store, children, cwd = in_store
     parent = parent_of(store, children["bm25"])
     output = tmp_path / "queue.jsonl"
-    result = subprocess.run(
+    result = processes.run(
         [sys.executable, "-m", "sweep.pool", "--sweep", parent, "--output", str(output)],
         cwd=cwd, capture_output=True, text=True, timeout=300, env=os.environ | {"MLFLOW_TRACKING_URI": store},
     )  # fmt: skip

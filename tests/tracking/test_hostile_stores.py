@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import mlflow
 import pytest
 
+from helpers import processes
 from helpers.commands import one_error_line, sweep, sweep_command, wait_for
 from helpers.data import golden_of
 from helpers.logged import BROKEN, golden, log_run, rankings
@@ -152,7 +153,7 @@ def test_resume_after_the_golden_filters_changed_runs_the_combination_again(tmp_
     whole.mkdir()
     overrides = ("-m", "model=bm25,tfidf", "filter=pre")
     args, env = sweep_command(killed, data, *overrides)
-    process = subprocess.Popen(args, cwd=killed, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = processes.start(args, cwd=killed, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(killed / "mlflow.db", lambda runs: any(r["child"] and r["status"] == "FINISHED" for r in runs))
     process.send_signal(signal.SIGKILL)
     process.wait()
@@ -219,7 +220,7 @@ def test_a_store_killed_while_its_tables_were_made_is_made_anew(tmp_path, small_
     """MLflow makes a new store's tables in dozens of migrations, not one transaction: they are
     made beside the store, which appears whole or not at all."""
     opening = "from sweep.tracking import connect; connect()"
-    process = subprocess.Popen(
+    process = processes.start(
         [sys.executable, "-c", opening],
         cwd=tmp_path,
         env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
@@ -361,7 +362,7 @@ def kill_and_resume(folder: Path, data: Path, reference: dict, seconds: float) -
     `objectives`) measured."""
     folder.mkdir()
     args, env = sweep_command(folder, data, *SWEEP)
-    process = subprocess.Popen(args, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = processes.start(args, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(seconds)
     process.send_signal(signal.SIGKILL)
     process.wait()

@@ -21,6 +21,7 @@ import yaml
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
+from helpers import processes
 from helpers.commands import compose_config, runs_in
 from helpers.paths import OLD_STORE
 from sweep.best import best_config, find_best
@@ -98,7 +99,7 @@ def test_best_config_of_an_old_run_has_todays_targets(old_store):
 
 def run(old_store: Path, *args: str) -> subprocess.CompletedProcess:
     environment = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", PARENT_RUN)}
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", *args], cwd=old_store, env=environment, capture_output=True, text=True, timeout=900
     )
 

@@ -15,6 +15,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
+from helpers import processes
 from helpers.commands import compose_config, one_error_line, runs_in, sweep, sweep_command, wait_for
 from sweep.errors import InputError
 from sweep.experiment.cli import preflight, quoted
@@ -54,7 +55,7 @@ def test_a_sweep_killed_in_its_third_combination_resumes_under_the_same_parent(t
     killed.mkdir()
     whole.mkdir()
     args, env = sweep_command(killed, small_kb_files, *SWEEP)
-    process = subprocess.Popen(args, cwd=killed, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = processes.start(args, cwd=killed, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     before = wait_for(
         killed / "mlflow.db",
         lambda runs: (

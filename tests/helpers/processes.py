@@ -1,0 +1,170 @@
+"""`python -m <module>` in a real process of its own, without paying for the imports each time.
+
+A test that starts `python -m sweep` waits several seconds (most of it under load) for torch,
+sentence-transformers, MLflow and Hydra to import before the command does anything. Here such
+commands run in a process forked from a server that imported those once per test session
+(multiprocessing's forkserver with a preload). The child is a fresh process as far as the
+command can tell: its own pid, working folder, environment, file descriptors 1 and 2, signal
+handlers and exit status; `__main__` is the module, run by runpy as `python -m` runs it; the
+interpreter's exit steps (threads joined, atexit handlers) run before it exits. A signal or
+SIGKILL reaches it as it would any process, and its exit status reads as Popen's does (-9 when
+killed). Only the interpreter start and the imports are shared, and the command's own modules
+import nothing at start-up that reads the environment.
+
+Any other command line runs through subprocess unchanged.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+# imported once in the server: the costly imports of `python -m sweep` and its sibling commands
+PRELOAD = ["helpers.preload"]
+_context = multiprocessing.get_context("forkserver")
+_context.set_forkserver_preload(PRELOAD)
+
+
+def _module_of(args: Sequence[str]) -> str | None:
+    """`sweep.best` for [python, -m, sweep.best, ...]; None for any other command line."""
+    if len(args) >= 3 and args[0] == sys.executable and args[1] == "-m" and args[2].split(".")[0] == "sweep":
+        return args[2]
+    return None
+
+
+def _run_module(module: str, argv: list[str], cwd: str, env: dict[str, str], stdout: str, stderr: str) -> None:
+    """In the forked child: become `python -m module argv...` in `cwd` with `env`, writing to the
+    files `stdout` and `stderr`, then exit as the interpreter would."""
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    for fd, target in ((1, stdout), (2, stderr)):
+        opened = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(opened, fd)
+        os.close(opened)
+    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)  # noqa: SIM115
+    sys.argv = [module, *argv]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exit_:
+        code = exit_.code
+    except BaseException:  # as the interpreter reports an uncaught exception: traceback on stderr, status 1
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    else:
+        code = 0
+    threading._shutdown()  # what the interpreter does at exit, in its order: threads, then atexit
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.exit(code)
+
+
+_running: set[Started] = set()
+
+
+@atexit.register
+def _stop_the_rest() -> None:
+    """A test that failed before its command ended leaves it running: stopped with the session."""
+    for started in _running:
+        if started.poll() is None:
+            started.kill()
+
+
+class Started:
+    """A command started by `start`: the part of subprocess.Popen's interface the tests use."""
+
+    def __init__(self, args: Sequence[str], cwd, env, stdout, stderr) -> None:
+        self.args = list(args)
+        self._folder = Path(tempfile.mkdtemp(prefix="command-"))
+        self._outputs = {}
+        for name, choice in (("stdout", stdout), ("stderr", stderr)):
+            # inherited (None) as DEVNULL: the tests that leave them so do not read them
+            self._outputs[name] = self._folder / name if choice == subprocess.PIPE else None
+        module = _module_of(args)
+        self._process = _context.Process(
+            target=_run_module,
+            args=(
+                module, self.args[3:], str(cwd or os.getcwd()), dict(os.environ if env is None else env),
+                str(self._outputs["stdout"] or os.devnull), str(self._outputs["stderr"] or os.devnull),
+            ),
+        )  # fmt: skip
+        self._process.start()
+        _running.add(self)
+        self.pid = self._process.pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and not self._process.is_alive():
+            self._process.join()
+            self.returncode = self._process.exitcode
+            _running.discard(self)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self.poll() is None:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str | None, str | None]:
+        self.wait(timeout)
+        said = self._read("stdout"), self._read("stderr")
+        shutil.rmtree(self._folder, ignore_errors=True)
+        return said
+
+    def _read(self, name: str) -> str | None:
+        path = self._outputs[name]
+        if path is None:
+            return None
+        return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+    def send_signal(self, number: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, number)
+
+    def kill(self) -> None:
+        self.send_signal(9)
+
+    def terminate(self) -> None:
+        self.send_signal(15)
+
+
+def start(args: Sequence[str], **popen):
+    """subprocess.Popen(args, **popen); for `python -m sweep...` (stdout and stderr: PIPE, DEVNULL
+    or inherited, text), through the preloaded server."""
+    if _module_of(args) is None:
+        return subprocess.Popen(args, **popen)
+    unknown = set(popen) - {"cwd", "env", "stdout", "stderr", "text"}
+    assert not unknown, f"processes.start does not take {sorted(unknown)}"
+    return Started(args, popen.get("cwd"), popen.get("env"), popen.get("stdout"), popen.get("stderr"))
+
+
+def run(args: Sequence[str], **options) -> subprocess.CompletedProcess:
+    """subprocess.run(args, **options); for `python -m sweep...` (capture_output=True, text=True),
+    through the preloaded server."""
+    if _module_of(args) is None:
+        return subprocess.run(args, **options)
+    assert options.get("capture_output") and options.get("text"), "processes.run captures text output"
+    unknown = set(options) - {"cwd", "env", "timeout", "capture_output", "text"}
+    assert not unknown, f"processes.run does not take {sorted(unknown)}"
+    process = Started(args, options.get("cwd"), options.get("env"), subprocess.PIPE, subprocess.PIPE)
+    try:
+        stdout, stderr = process.communicate(timeout=options.get("timeout"))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
