@@ -9,13 +9,13 @@ The public API, for scoring and comparing from Python:
     evaluation = sweep.score(golden, sweep.Run.read("my_system.trec"))
     print(evaluation.mean["ndcg_at_10"])
 
-Kept import-light: every name is imported on first use, so `python -m sweep.evaluate` starts
-without torch, pandas or MLflow.
+Kept import-light: every name (`__version__` too) is imported on first use, so `python -m
+sweep.evaluate` starts without torch, pandas or MLflow.
 """
 
 from __future__ import annotations
 
-from importlib import import_module, metadata
+from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,11 +27,6 @@ if TYPE_CHECKING:
     from sweep.formats.golden import load_golden
     from sweep.formats.runs import Run
     from sweep.retrieval.base import Retriever
-
-try:
-    __version__ = metadata.version("golden-sweep")
-except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0+unknown"
 
 # name -> the module that defines it
 _PUBLIC = {
@@ -62,7 +57,18 @@ __all__ = [
 def __getattr__(name: str):
     if name in _PUBLIC:
         return getattr(import_module(_PUBLIC[name]), name)
+    if name == "__version__":  # on first use too: importing importlib.metadata costs more than sweep.evaluate's modules
+        return _version()
     raise AttributeError(f"module 'sweep' has no attribute {name!r}")
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("golden-sweep")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
 
 
 def __dir__() -> list[str]:

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from sweep.errors import InputError, where
-from sweep.formats.unique_keys import RepeatedKey, unique_object
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +136,8 @@ def trec_fields(line: str) -> list[str]:
 
 def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) for each non-blank line of a JSON Lines file."""
+    from sweep.formats.unique_keys import RepeatedKey, unique_object  # and PyYAML: TREC files need neither
+
     for number, line in text_lines(path):
         if line.strip():
             try:
