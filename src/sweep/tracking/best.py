@@ -4,6 +4,11 @@ The finished run with the best metric; or (`among="tied"`) the cheapest of the r
 cannot tell apart from it (a Holm-corrected paired test over the questions:
 `sweep.evaluation.leaderboard`). Its config is given back with today's `_target_` paths, also when
 the run was logged before the subpackages (`sweep.tracking.legacy`), so that it can be run again.
+
+A local SQLite store is searched with sqlite3 (`sweep.tracking.local_store`) and its artifacts read
+as files, so that a lookup does not wait 2 s for MLflow's import; any other store (a server,
+PostgreSQL), or one MLflow must first repair or refuse, through MLflow's client. Both answer the
+same `RunSearch`, and `tests/tracking/test_local_store.py` holds them to the same answers.
 """
 
 from __future__ import annotations
@@ -12,21 +17,24 @@ import math
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
-import mlflow
-import pandas as pd
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from sweep.errors import InputError, one_line
+from sweep.errors import InputError
 from sweep.evaluation.registry import CHEAPEST_BY, COSTS
-from sweep.tracking.digests import GOLDEN_DIGEST, check_legacy_size
 from sweep.tracking.legacy import current_targets
-from sweep.tracking.reading import LoggedRun, as_logged, no_progress_bar, require_artifacts
-from sweep.tracking.store import DEFAULT_EXPERIMENT, NOT_SUPERSEDED, RUN_ID, existing_experiment_id, search_pages
-from sweep.tracking.sweeps import build_results
+from sweep.tracking.local_store import PARENT_TAG, LocalStore, open_local
+from sweep.tracking.reading import LoggedRun, artifact_text, as_logged, build_results, require_artifacts
+from sweep.tracking.store import (
+    DEFAULT_EXPERIMENT,
+    NOT_SUPERSEDED,
+    RUN_ID,
+    existing_experiment_id,
+    search_pages,
+    tracking_uri,
+)
 
 AMONG = ("best", "tied")  # the single best value, or the cheapest of those tied with it
 _METRIC_NAME = re.compile(r"[A-Za-z0-9_\-./: ]+")
@@ -46,6 +54,52 @@ class BestRun:
     @property
     def command(self) -> str:
         return shlex.join(["python", "-m", "sweep", *self.overrides])
+
+
+@dataclass(frozen=True)
+class RunSearch:
+    """The finished runs of an experiment with a finite value of `metric`, less the tries a resumed
+    sweep replaced, with each of `tags` (key, value)."""
+
+    experiment_id: str
+    metric: str
+    maximize: bool = True
+    tags: tuple[tuple[str, str], ...] = ()
+
+    def filter_string(self) -> str:
+        """The search in MLflow's filter syntax (names and values are checked before they get here)."""
+        conditions = ["attributes.status = 'FINISHED'", f"metrics.`{self.metric}` > -1e300", NOT_SUPERSEDED]
+        return " and ".join(conditions + [f"tags.`{key}` = '{value}'" for key, value in self.tags])
+
+
+class MlflowStore:
+    """Any store, through MLflow's client: what `LocalStore` answers for a local SQLite file."""
+
+    def experiment_id(self, name: str) -> str:
+        return existing_experiment_id(name)
+
+    def runs(self, search: RunSearch, best_only: bool) -> list[LoggedRun]:
+        """The best run by the search's metric (the earliest on ties), or all of them, earliest first."""
+        import mlflow
+
+        if not best_only:
+            return [
+                as_logged(r) for r in search_pages(mlflow.MlflowClient(), search.experiment_id, search.filter_string())
+            ]
+        order = f"metrics.`{search.metric}` {'DESC' if search.maximize else 'ASC'}"
+        runs = mlflow.search_runs(
+            [search.experiment_id],
+            filter_string=search.filter_string(),
+            order_by=[order, "attributes.start_time ASC"],
+            max_results=1,
+            output_format="list",
+        )
+        return [as_logged(r) for r in runs]
+
+
+def open_store() -> LocalStore | MlflowStore:
+    """The store at `tracking_uri()`, read straight from its file where that is safe (`open_local`)."""
+    return open_local(tracking_uri()) or MlflowStore()
 
 
 def best_run(
@@ -73,36 +127,25 @@ def best_run(
         raise InputError("--among tied ranks higher-is-better metrics; it cannot be combined with --minimize")
     if sweep is not None and not RUN_ID.fullmatch(sweep):
         raise InputError(f"--sweep {sweep!r}: not an MLflow run id (32 hexadecimal digits)")
-    experiment_id = existing_experiment_id(experiment)
-    conditions = ["attributes.status = 'FINISHED'", f"metrics.`{metric}` > -1e300", NOT_SUPERSEDED]
-    if sweep:
-        conditions.append(f"tags.mlflow.parentRunId = '{sweep}'")
-    runs = mlflow.search_runs(
-        [experiment_id],
-        filter_string=" and ".join(conditions),
-        order_by=[f"metrics.`{metric}` {'DESC' if maximize else 'ASC'}", "attributes.start_time ASC"],
-        max_results=1,
-        output_format="list",
-    )
-    if not runs:
+    store = open_store()
+    search = RunSearch(store.experiment_id(experiment), metric, maximize, ((PARENT_TAG, sweep),) if sweep else ())
+    found = store.runs(search, best_only=True)
+    if not found:
         where = f"sweep {sweep}" if sweep else f"experiment {experiment!r}"
         raise InputError(f"no finished run in {where} has the metric {metric!r}")
-    run, why = runs[0], f"the {'highest' if maximize else 'lowest'} {metric}"
-    require_artifacts(as_logged(run))
+    run, why = found[0], f"the {'highest' if maximize else 'lowest'} {metric}"
+    require_artifacts(run)
     if among == "tied":
-        golden = run.data.tags.get(GOLDEN_DIGEST, "")
-        conditions.append(f"tags.`{GOLDEN_DIGEST}` = '{golden}'")
-        candidates = search_pages(mlflow.MlflowClient(), experiment_id, " and ".join(conditions))
-        run, why = _cheapest_tied(metric, [as_logged(c) for c in candidates], prefer or CHEAPEST_BY, golden)
-    try:
-        with no_progress_bar():
-            config = yaml.safe_load(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/config/resolved.yaml"))
-            hydra = yaml.safe_load(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/config/overrides.yaml"))
-    except (mlflow.exceptions.MlflowException, OSError) as error:
-        raise InputError(f"run {run.info.run_id}: cannot read its logged config ({one_line(error)})") from None
+        from sweep.tracking.digests import GOLDEN_DIGEST  # pandas: only the leaderboard needs it
+
+        golden = run.tags.get(GOLDEN_DIGEST, "")
+        candidates = store.runs(replace(search, tags=(*search.tags, (GOLDEN_DIGEST, golden))), best_only=False)
+        run, why = _cheapest_tied(metric, candidates, prefer or CHEAPEST_BY, golden)
+    config = yaml.safe_load(artifact_text(run, "config/resolved.yaml"))
+    hydra = yaml.safe_load(artifact_text(run, "config/overrides.yaml"))
     return BestRun(
-        run.info.run_id,
-        run.data.metrics[metric],
+        run.run_id,
+        run.metrics[metric],
         OmegaConf.create(current_targets(config)),
         hydra["overrides"],
         hydra.get("choices", {}),
@@ -110,10 +153,14 @@ def best_run(
     )
 
 
-def _cheapest_tied(metric: str, candidates: Sequence[LoggedRun], prefer: str, golden: str) -> tuple[Any, str]:
+def _cheapest_tied(metric: str, candidates: Sequence[LoggedRun], prefer: str, golden: str) -> tuple[LoggedRun, str]:
     """The run with the lowest `prefer` among `candidates` (scored on the golden set `golden`) tied
     with the best by `metric` (the better-ranked one on equal cost; a run without `prefer` comes
     last), and why, in one line. No tied run with `prefer` is an error, not a choice by NaN."""
+    import pandas as pd
+
+    from sweep.tracking.digests import check_legacy_size
+
     results = build_results(metric, candidates)
     check_legacy_size(golden, len(results.questions))
     board = results.leaderboard
@@ -122,7 +169,8 @@ def _cheapest_tied(metric: str, candidates: Sequence[LoggedRun], prefer: str, go
             f"--among tied: {metric!r} is not a per-question metric (tables/per_query.json has no such column)"
         )
     tied = board[board["tied_with_best"]]
-    metrics = {run.run_id: run.metrics for run in candidates}
+    by_id = {run.run_id: run for run in candidates}
+    metrics = {run_id: run.metrics for run_id, run in by_id.items()}
     cost = pd.Series([metrics[r].get(prefer, math.nan) for r in tied.index], index=tied.index, dtype=float)
     if cost.isna().all():
         known = sorted({name for r in tied.index for name in metrics[r] if name in COSTS})
@@ -136,4 +184,4 @@ def _cheapest_tied(metric: str, candidates: Sequence[LoggedRun], prefer: str, go
         f"the lowest {prefer} ({cost[chosen]:.4g}) of {len(tied)} of {len(board)} runs tied with the best "
         f"(run {leader}: {metric} {board.at[leader, 'mean']:.4f}; Holm-corrected paired test, alpha {results.alpha})"
     )
-    return mlflow.get_run(chosen), why
+    return by_id[chosen], why

@@ -24,7 +24,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import mlflow
 import pandas as pd
 
 from sweep.errors import InputError
@@ -71,6 +70,8 @@ def golden_frame(golden: GoldenSet) -> pd.DataFrame:
 
 def golden_dataset(golden: GoldenSet, digest: str | None = None) -> Any:
     """The golden set as an MLflow dataset with `digest` (default: MLflow's own, the legacy digest)."""
+    import mlflow  # here: `sweep.best --among tied` reads the digest tag without MLflow
+
     with warnings.catch_warnings():  # MLflow registers its local-file source twice and says so
         warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted in multiple ways")
         return mlflow.data.from_pandas(

@@ -1,26 +1,28 @@
-"""Reading logged runs back: `LoggedRun`, a sweep's children, and the artifacts a trial logged.
+"""Reading logged runs back: `LoggedRun`, a sweep's children, the artifacts a trial logged, and their leaderboard.
 
-What `sweep.compare`, `sweep.check` and `sweep.pool` read: the per-question table, the TREC run
-file, the chunks each question got, the golden file a run was scored on. Reading creates nothing:
-no store, a store that cannot be reached, a malformed or unknown run id are each one line.
+What `sweep.compare`, `sweep.check`, `sweep.pool` and `sweep.best --among tied` read: the
+per-question table, the TREC run file, the chunks each question got, the golden file a run was
+scored on. Artifacts on this machine (a local store's `file:` folders) are read as files; others
+(a server's, a cloud's) through MLflow, which is imported only then: its import alone takes about
+2 s. Reading creates nothing: no store, a store that cannot be reached, a malformed or unknown run
+id are each one line.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import mlflow
-import pandas as pd
-from mlflow.utils.file_utils import local_file_uri_to_path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 from sweep.errors import InputError, one_line
-from sweep.formats.runs import Run
 from sweep.tracking.store import (
     DEFAULT_EXPERIMENT,
     NOT_SUPERSEDED,
@@ -31,6 +33,13 @@ from sweep.tracking.store import (
     tracking_uri,
 )
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from sweep.evaluation.leaderboard import SweepResults
+    from sweep.formats.runs import Run
+
+log = logging.getLogger(__name__)
 RUN_FILE = "run.trec"
 RETRIEVED_CHUNKS = "tables/retrieved_chunks.json"
 MEMBER_HITS = "tables/member_hits.json"  # a hybrid's members' own hits
@@ -80,6 +89,8 @@ def as_logged(run: Any) -> LoggedRun:
 def logged_run(run_id: str) -> LoggedRun:
     """The run `run_id` in the store at `tracking_uri()`. Reading creates nothing: no store, a
     store that cannot be reached, a malformed or unknown id are each one line (InputError)."""
+    import mlflow
+
     if not RUN_ID.fullmatch(run_id):
         raise InputError(f"{run_id!r}: not an MLflow run id (32 hexadecimal digits)")
     connect(create=False)
@@ -94,6 +105,8 @@ def logged_run(run_id: str) -> LoggedRun:
 def sweep_children(parent_id: str, where: str = "") -> list[LoggedRun]:
     """The runs of the sweep `parent_id` (its children; `where`: a further condition), earliest
     first, whatever their status; the tries a resumed sweep replaced (`SUPERSEDED_BY`) left out."""
+    import mlflow
+
     parent = logged_run(parent_id)
     conditions = [f"tags.mlflow.parentRunId = '{parent.run_id}'", NOT_SUPERSEDED, *([where] if where else [])]
     return [
@@ -103,6 +116,8 @@ def sweep_children(parent_id: str, where: str = "") -> list[LoggedRun]:
 
 def latest_sweep(experiment: str = DEFAULT_EXPERIMENT) -> str:
     """The id of the sweep (parent run) started last in `experiment`. Reading creates nothing."""
+    import mlflow
+
     runs = mlflow.MlflowClient().search_runs(
         [existing_experiment_id(experiment)],
         filter_string="tags.`sweep.parent` = 'true'",
@@ -129,39 +144,121 @@ def no_progress_bar() -> Iterator[None]:
             os.environ[name] = before
 
 
+def local_artifacts(run: LoggedRun) -> Path | None:
+    """The folder of `run`'s artifacts where they are files on this machine (a `file:` URI, or a
+    path, as MLflow gives them for a local store); None where MLflow must fetch them (a server's
+    `mlflow-artifacts:`, a cloud's)."""
+    parsed = urlparse(run.artifact_uri)
+    if parsed.scheme == "file":
+        return Path(url2pathname(parsed.path))
+    return Path(run.artifact_uri) if parsed.scheme == "" else None
+
+
 def require_artifacts(run: LoggedRun) -> None:
     """One line when a FINISHED `run` (which logged artifacts) has a local artifact folder that is
     gone (mlruns/ moved or deleted), rather than MLflow's error about the first file it misses."""
-    local = run.artifact_uri.startswith("file:") or "://" not in run.artifact_uri
-    if run.status == "FINISHED" and local and not Path(local_file_uri_to_path(run.artifact_uri)).is_dir():
+    folder = local_artifacts(run)
+    if run.status == "FINISHED" and folder is not None and not folder.is_dir():
         raise InputError(
-            f"run {run.run_id}: its artifacts are gone ({local_file_uri_to_path(run.artifact_uri)} does not "
-            "exist: was mlruns/ moved or deleted?)"
+            f"run {run.run_id}: its artifacts are gone ({folder} does not exist: was mlruns/ moved or deleted?)"
         )
 
 
 def _listed(run: LoggedRun, folder: str | None = None) -> set[str]:
+    """The paths of `run`'s artifacts in `folder` (its top level for None), as MLflow lists them."""
     require_artifacts(run)
+    local = local_artifacts(run)
+    if local is not None:
+        within = local / folder if folder else local
+        return {str(Path(folder or "", name)) for name in os.listdir(within)} if within.is_dir() else set()
+    import mlflow
+
     return {a.path for a in mlflow.MlflowClient().list_artifacts(run.run_id, folder)}
+
+
+def _unreadable(run: LoggedRun, path: str, error: BaseException) -> InputError:
+    return InputError(f"run {run.run_id}: cannot read {path} ({one_line(error)})")
+
+
+@contextmanager
+def artifact_file(run: LoggedRun, path: str) -> Iterator[Path]:
+    """A file on this machine holding `run`'s artifact `path`: the artifact itself where the
+    artifacts are local, else MLflow's download of it into a temporary folder, removed afterwards.
+    An artifact MLflow cannot fetch is one line; reading a local one may raise OSError."""
+    local = local_artifacts(run)
+    if local is not None:
+        yield local / path
+        return
+    import mlflow
+
+    with no_progress_bar(), tempfile.TemporaryDirectory() as folder:
+        try:
+            downloaded = mlflow.artifacts.download_artifacts(f"{run.artifact_uri}/{path}", dst_path=folder)
+        except (mlflow.exceptions.MlflowException, OSError) as error:
+            raise _unreadable(run, path, error) from None
+        yield Path(downloaded)
+
+
+def artifact_text(run: LoggedRun, path: str) -> str:
+    """The text of `run`'s artifact `path`; one that cannot be read is one line."""
+    with artifact_file(run, path) as file:
+        try:
+            return file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise _unreadable(run, path, error) from None
+
+
+def _artifact_json(run: LoggedRun, path: str) -> Any:
+    try:
+        return json.loads(artifact_text(run, path))
+    except ValueError as error:
+        raise _unreadable(run, path, error) from None
 
 
 def load_per_query(run: LoggedRun) -> pd.DataFrame:
     """`tables/per_query.json` of `run` (what `log_evaluation` logged), one row per question, in
     the logged column order; undefined values (NaN, logged as null) are NaN again."""
-    if "tables/per_query.json" not in _listed(run, "tables"):
+    import pandas as pd
+
+    path = "tables/per_query.json"
+    if path not in _listed(run, "tables"):
         kind = "a sweep's parent run" if run.is_sweep else f"a {run.status} run"
-        raise InputError(f"run {run.run_id} ({kind}) has no tables/per_query.json: it holds no evaluation")
+        raise InputError(f"run {run.run_id} ({kind}) has no {path}: it holds no evaluation")
+    table = _artifact_json(run, path)
     try:
-        with no_progress_bar():
-            table = mlflow.artifacts.load_dict(f"{run.artifact_uri}/tables/per_query.json")
         return pd.DataFrame(table["data"], columns=table["columns"])
-    except (mlflow.exceptions.MlflowException, OSError, KeyError, TypeError, ValueError) as error:
-        raise InputError(f"run {run.run_id}: cannot read tables/per_query.json ({one_line(error)})") from None
+    except (KeyError, TypeError, ValueError) as error:
+        raise _unreadable(run, path, error) from None
+
+
+def build_results(objective: str, runs: Sequence[LoggedRun]) -> SweepResults:
+    """`sweep.evaluation.leaderboard.build` on logged runs: each finished run's per-question table is read back."""
+    from sweep.evaluation.leaderboard import ConfigRun, build
+
+    configs = [
+        ConfigRun(run.run_id, run.overrides or run.name, run.status, run.metrics, run.params, _per_query_if_logged(run))
+        for run in runs
+    ]
+    return build(objective, configs)
+
+
+def _per_query_if_logged(run: LoggedRun) -> pd.DataFrame | None:
+    """A finished run's per-question table; None (with a warning) when it cannot be read back, so
+    the sweep still closes with the others ranked."""
+    if run.status != "FINISHED":
+        return None
+    try:
+        return load_per_query(run)
+    except InputError as error:
+        log.warning("left out of the leaderboard: %s", error)
+        return None
 
 
 def golden_source(run: LoggedRun) -> str | None:
     """The golden file `run` was scored on: the source (an absolute path) of its `golden` dataset
     input; None when it has none."""
+    import mlflow
+
     inputs = mlflow.MlflowClient().get_run(run.run_id).inputs
     for dataset_input in inputs.dataset_inputs if inputs is not None else ():
         if any(tag.key == "mlflow.data.context" and tag.value == "golden" for tag in dataset_input.tags):
@@ -172,17 +269,17 @@ def golden_source(run: LoggedRun) -> str | None:
 def load_run_file(run: LoggedRun) -> Run:
     """`run.trec` of `run` (what `log_results` logged), ordered as trec_eval orders it; an empty
     file (every question abstained) is an empty run."""
+    from sweep.formats.runs import Run
+
     if RUN_FILE not in _listed(run):
         kind = "a sweep's parent run" if run.is_sweep else f"a {run.status} run"
         raise InputError(f"run {run.run_id} ({kind}) has no {RUN_FILE}: it holds no results")
-    with no_progress_bar(), tempfile.TemporaryDirectory() as folder:
+    with artifact_file(run, RUN_FILE) as path:
         try:
-            path = Path(mlflow.artifacts.download_artifacts(f"{run.artifact_uri}/{RUN_FILE}", dst_path=folder))
-        except (mlflow.exceptions.MlflowException, OSError) as error:
-            raise InputError(f"run {run.run_id}: cannot read {RUN_FILE} ({one_line(error)})") from None
-        if path.stat().st_size == 0:
-            return Run.from_ranked({}, name=run.run_id)
-        return Run.read(path)
+            empty = path.stat().st_size == 0
+        except OSError as error:
+            raise _unreadable(run, RUN_FILE, error) from None
+        return Run.from_ranked({}, name=run.run_id) if empty else Run.read(path)
 
 
 def load_retrieved_chunks(run: LoggedRun) -> dict[str, list[dict[str, Any]]] | None:
@@ -190,8 +287,4 @@ def load_retrieved_chunks(run: LoggedRun) -> dict[str, list[dict[str, Any]]] | N
     best first, as {"doc", "start", "end", "score"}; None when the run did not log it."""
     if RETRIEVED_CHUNKS not in _listed(run, "tables"):
         return None
-    try:
-        with no_progress_bar():
-            return mlflow.artifacts.load_dict(f"{run.artifact_uri}/{RETRIEVED_CHUNKS}")
-    except (mlflow.exceptions.MlflowException, OSError, TypeError, ValueError) as error:
-        raise InputError(f"run {run.run_id}: cannot read {RETRIEVED_CHUNKS} ({one_line(error)})") from None
+    return _artifact_json(run, RETRIEVED_CHUNKS)

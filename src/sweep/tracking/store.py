@@ -2,7 +2,8 @@
 
 A server that does not answer, or a SQLite file that cannot be created, opened or written, is one
 line within seconds, not minutes of MLflow's retries later. The tag names every module of
-`sweep.tracking` shares (`CONFIG_DIGEST`, `SUPERSEDED_BY`) are here too.
+`sweep.tracking` shares (`CONFIG_DIGEST`, `SUPERSEDED_BY`) are here too. MLflow is imported where it
+is used: its import alone takes about 2 s, and `sweep.best` reads a local store without it.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ import sqlite3
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-import mlflow
+from typing import TYPE_CHECKING, Any
 
 from sweep.errors import InputError, one_line
 from sweep.formats.files import exclusive_lock
+
+if TYPE_CHECKING:
+    import mlflow
 
 log = logging.getLogger(__name__)
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
@@ -41,6 +43,8 @@ def connect(uri: str | None = None, create: bool = True) -> None:
     does not answer, or a SQLite file that cannot be created, opened or written, is one line
     within seconds, not minutes of MLflow's retries later. `create=False` (reading): a SQLite store
     that does not exist yet is an error rather than a new file, and a read-only one is fine."""
+    import mlflow
+
     uri = uri or tracking_uri()
     # MLflow logs a traceback for each store error it raises; what raises it says it in one line
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
@@ -64,6 +68,7 @@ def connect(uri: str | None = None, create: bool = True) -> None:
 
 def _check_scheme(uri: str) -> None:
     """A tracking URI MLflow has no store for is one line, not a KeyError deep inside MLflow."""
+    import mlflow
     from mlflow.tracking._tracking_service.utils import _tracking_store_registry  # MLflow's scheme -> store
 
     try:
@@ -79,6 +84,8 @@ def _open_sqlite_store(uri: str, create: bool) -> None:
     """Check the file, then let MLflow open the store (for a new file, create it: `_create_store`)
     while holding a lock on its folder, so that two sweeps starting at once on a new store do not
     both create its tables. `create=False` (reading): a read-only file is fine."""
+    import mlflow
+
     path = Path(uri.removeprefix("sqlite:///")).absolute()
     if path.is_dir():
         raise InputError(f"{uri}: {path} is a folder, not an SQLite file")
@@ -160,6 +167,8 @@ def _read_header(path: Path, mode: str) -> None:
 
 def use_experiment(name: str) -> str:
     """Create or reuse the experiment (artifacts under ./mlruns for a local SQLite store); its id."""
+    import mlflow
+
     experiment = mlflow.get_experiment_by_name(name)
     if experiment is None:
         artifacts = None
@@ -183,11 +192,18 @@ def use_experiment(name: str) -> str:
 def existing_experiment_id(experiment: str) -> str:
     """The id of the experiment named `experiment`; reading creates nothing: no store, or no such
     experiment in it, is one line."""
+    import mlflow
+
     connect(create=False)
     found = mlflow.get_experiment_by_name(experiment)
     if found is None:
-        raise InputError(f"no MLflow experiment named {experiment!r} at {tracking_uri()}")
+        raise no_experiment(experiment)
     return found.experiment_id
+
+
+def no_experiment(experiment: str) -> InputError:
+    """What reading an experiment the store does not have says."""
+    return InputError(f"no MLflow experiment named {experiment!r} at {tracking_uri()}")
 
 
 def search_pages(

@@ -20,15 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
-import pandas as pd
 
 from sweep.errors import InputError, Interrupted
-from sweep.evaluation.leaderboard import ConfigRun, SweepResults, build
+from sweep.evaluation.leaderboard import SweepResults
 from sweep.evaluation.registry import HEADLINE
 from sweep.tracking.legacy import legacy_targets
 from sweep.tracking.lifecycle import PARENT_RUN, kill_orphans, process_tags, run_name
 from sweep.tracking.logger import loggable
-from sweep.tracking.reading import LoggedRun, load_per_query, sweep_children
+from sweep.tracking.reading import LoggedRun, build_results, sweep_children
 from sweep.tracking.store import CONFIG_DIGEST, SUPERSEDED_BY, connect, search_pages, tracking_uri, use_experiment
 
 log = logging.getLogger(__name__)
@@ -169,24 +168,3 @@ def log_report(parent_id: str, html: str) -> str:
     """A sweep's self-contained report as the artifact `REPORT` of its parent run (open or closed); its path."""
     mlflow.MlflowClient().log_text(parent_id, html, REPORT)
     return REPORT
-
-
-def build_results(objective: str, runs: Sequence[LoggedRun]) -> SweepResults:
-    """`sweep.evaluation.leaderboard.build` on logged runs: each finished run's per-question table is read back."""
-    configs = [
-        ConfigRun(run.run_id, run.overrides or run.name, run.status, run.metrics, run.params, _per_query_if_logged(run))
-        for run in runs
-    ]
-    return build(objective, configs)
-
-
-def _per_query_if_logged(run: LoggedRun) -> pd.DataFrame | None:
-    """A finished run's per-question table; None (with a warning) when it cannot be read back, so
-    the sweep still closes with the others ranked."""
-    if run.status != "FINISHED":
-        return None
-    try:
-        return load_per_query(run)
-    except InputError as error:
-        log.warning("left out of the leaderboard: %s", error)
-        return None
