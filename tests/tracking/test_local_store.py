@@ -89,11 +89,11 @@ SEARCHES = [
     ("latency", False, ()),
     ("latency", True, ()),
     ("nosuch", True, ()),
-    ("ndcg_at_10", True, (("sweep", PARENT_TAG),)),
-    ("ndcg_at_10", True, (("g1", GOLDEN_DIGEST),)),
-    ("ndcg_at_10", True, (("g2", GOLDEN_DIGEST), ("sweep", PARENT_TAG))),
-    ("latency", False, (("g1", GOLDEN_DIGEST),)),
-]
+    ("ndcg_at_10", True, ((PARENT_TAG, "sweep"),)),
+    ("ndcg_at_10", True, ((GOLDEN_DIGEST, "g1"),)),
+    ("ndcg_at_10", True, ((GOLDEN_DIGEST, "g2"), (PARENT_TAG, "sweep"))),
+    ("latency", False, ((GOLDEN_DIGEST, "g1"),)),
+]  # (metric, maximize, tags); a run's name in a tag stands for its id
 
 
 def test_every_search_finds_what_mlflow_finds(store, monkeypatch):
@@ -104,7 +104,7 @@ def test_every_search_finds_what_mlflow_finds(store, monkeypatch):
     experiment = local.experiment_id("golden-sweep")
     assert experiment == through_mlflow.experiment_id("golden-sweep")
     for metric, maximize, tags in SEARCHES:
-        tags = tuple((key, ids.get(value, value)) for value, key in tags)
+        tags = tuple((key, ids.get(value, value)) for key, value in tags)
         search = RunSearch(experiment, metric, maximize, tags)
         for best_only in (True, False):
             expected = same(through_mlflow.runs(search, best_only))
