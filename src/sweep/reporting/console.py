@@ -16,7 +16,7 @@ from sweep.evaluation.abstention import Calibration
 from sweep.evaluation.context import CONTEXT_N, PER_CUTOFF, PRECISION_OMEGA
 from sweep.evaluation.leaderboard import SweepResults
 from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE, BY_NAME, COSTS, LATENCY
-from sweep.evaluation.significance import bootstrap_ci
+from sweep.evaluation.significance import RESAMPLES, bootstrap_ci
 from sweep.formats.golden import doc_grades
 from sweep.reporting.formatting import cost_in_column, is_missing, number
 from sweep.text import shortened
@@ -28,7 +28,6 @@ def default_console() -> Console:
 
 
 CELL_LIMIT = 300  # characters a table cell shows; the artifacts keep the whole text
-RESAMPLES = 1000  # the console's bootstrap intervals (the summary line's is the overall table's)
 SUMMARY = ("recall_at_5", "mrr", "context/recall_at_5", ABSTAIN_CORRECT)  # after the objective, where computed
 
 
@@ -43,7 +42,8 @@ def _cell(text: str) -> str:
 
 def summary_line(evaluation: Evaluation, objective: str, stats: Mapping[str, float], seconds: float) -> str:
     """One line, the first a run prints: the objective's mean with its 95% bootstrap interval (the
-    overall table's), the `SUMMARY` metrics the evaluation has, the latency p50 and the run's seconds."""
+    overall table's and the leaderboard's: the same resamples), the `SUMMARY` metrics the
+    evaluation has, the latency p50 and the run's seconds."""
     mean = evaluation.mean
     head = f"{objective} {number(mean.get(objective))}"
     if objective in evaluation.answerable.columns:  # rank and context metrics; an abstention rate has no interval

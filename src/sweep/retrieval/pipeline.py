@@ -13,7 +13,8 @@ The answers that are scored come from the batch path: every question encoded in 
 first (`Retriever.prepare_queries`), then searched one after another; its wall time gives
 `throughput/questions_per_s`. Latency is measured apart, as a live system would see it: a
 seeded sample of up to `LATENCY_SAMPLE` questions, each question's whole path (its own encode,
-filter, search, rerank, documents) alone under the clock (`Retriever.alone`), summarised as
+filter, search, rerank, documents) alone under the clock (`Retriever.alone`; PyTorch on one
+thread, as a server answering one request per core runs), summarised as
 `latency/search_ms_p50`, `_p95`, `_p99`. The pipeline also times the retriever's build and the
 reranker; the retriever reports what only it can see (`stats()`: embedding vs indexing, bytes,
 truncation), and `Retrieval.stats` collects them all.
@@ -22,7 +23,8 @@ truncation), and `Retrieval.stats` collects them all.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -47,6 +49,23 @@ def latency_sample(n: int, size: int = LATENCY_SAMPLE) -> np.ndarray:
     if n <= size:
         return np.arange(n)
     return np.sort(np.random.default_rng(LATENCY_SEED).choice(n, size=size, replace=False))
+
+
+@contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """PyTorch's models (a question's encoder, a cross-encoder) on one thread, as a server that
+    answers one request per core runs them. With more, a question alone waits on the threads'
+    hand-offs, and on a busy machine on a free core for each: on the 2-core development machine
+    at load average 6, MiniLM encoded one question in 155 to 255 ms (median) on 2 threads and in
+    32 ms on 1, the same minute."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def collapse_to_documents(hits: Hits, chunks: Sequence[Chunk], depth: int) -> list[tuple[str, float]]:
@@ -208,10 +227,11 @@ class Pipeline:
     def _latencies(self, golden: GoldenSet, chunks: Sequence[Chunk], doc_ids: np.ndarray | None) -> list[float]:
         """Milliseconds of each sampled question's whole path, the clock around that alone: its own
         encode (no batch), filter, search, rerank, documents, one question at a time as a live
-        system answers them. The answers are the batch's again (they are not scored twice)."""
+        system answers them, on one PyTorch thread (`one_torch_thread`). Their answers are
+        dropped: the scored ones are the batch path's."""
         sample = [golden.questions[i] for i in latency_sample(len(golden), self.latency_sample)]
         latencies = []
-        with self.retriever.alone([question.question for question in sample]):
+        with one_torch_thread(), self.retriever.alone([question.question for question in sample]):
             for question in sample:
                 start = time.perf_counter()
                 self._answer(question, chunks, doc_ids)
