@@ -129,22 +129,38 @@ def test_differing_keys_counts_a_missing_key_as_different():
 # ---------------------------------------------------------------- a sweep's parent run, best_config(among="tied")
 
 
+@pytest.fixture(scope="module")
+def tied_store(tmp_path_factory) -> tuple[Path, tuple[str, dict[str, str], SweepSummary]]:
+    """A sweep logged in process on a real SQLite store, once for the tests that read it: `good`,
+    `twin` (the same rankings: tied, and faster) and `worse` (8 of 40 questions' relevant document
+    at rank 3: not tied, fastest)."""
+    folder = tmp_path_factory.mktemp("tied-sweep")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
+        patch.delenv(PARENT_RUN, raising=False)
+        g = golden()
+        good, worse = rankings(g), rankings(g, BROKEN)
+        parent = start_sweep(EXPERIMENT, ["-m", "model=good,twin,worse"], "ndcg_at_10")
+        runs = {
+            name: log_run(
+                name, g, results, costs={"latency/search_ms_p50": latency, "latency/search_ms_p95": latency * 2}
+            )
+            for name, results, latency in (("good", good, 5.0), ("twin", good, 2.0), ("worse", worse, 1.0))
+        }
+        summary, _ = close_sweep()  # as the command closes it: the leaderboard, then the report
+        mlflow.set_tracking_uri(None)
+    return folder, (parent, runs, summary)
+
+
 @pytest.fixture
-def tied_sweep(tmp_path, monkeypatch) -> tuple[str, dict[str, str], SweepSummary]:
-    """A sweep logged in process on a real SQLite store: `good`, `twin` (the same rankings: tied,
-    and faster) and `worse` (8 of 40 questions' relevant document at rank 3: not tied, fastest)."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+def tied_sweep(tied_store, monkeypatch) -> tuple[str, dict[str, str], SweepSummary]:
+    """`tied_store`'s sweep, its store the tracking store and its folder the working folder."""
+    folder, sweep = tied_store
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
     monkeypatch.delenv(PARENT_RUN, raising=False)
-    g = golden()
-    good, worse = rankings(g), rankings(g, BROKEN)
-    parent = start_sweep(EXPERIMENT, ["-m", "model=good,twin,worse"], "ndcg_at_10")
-    runs = {
-        name: log_run(name, g, results, costs={"latency/search_ms_p50": latency, "latency/search_ms_p95": latency * 2})
-        for name, results, latency in (("good", good, 5.0), ("twin", good, 2.0), ("worse", worse, 1.0))
-    }
-    summary, _ = close_sweep()  # as the command closes it: the leaderboard, then the report
-    yield parent, runs, summary
+    yield sweep
     mlflow.set_tracking_uri(None)
 
 
