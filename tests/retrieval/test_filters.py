@@ -41,6 +41,26 @@ def filtered_kb(small_kb):
     return corpus, GoldenSet(questions, source="small-kb")
 
 
+@pytest.fixture(scope="module")
+def minilm(tmp_path_factory) -> tuple[SentenceTransformerEmbedder, EmbeddingCache]:
+    """One MiniLM and one embedding cache for this file's dense tests, which embed the same chunks."""
+    return SentenceTransformerEmbedder(), EmbeddingCache(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def straight_from_the_model(minilm):
+    """Chunk texts -> their vectors from the model itself, not the cache; each list encoded once."""
+    embedder, _ = minilm
+    encoded: dict[tuple[str, ...], np.ndarray] = {}
+
+    def encode(texts: list[str]) -> np.ndarray:
+        if tuple(texts) not in encoded:
+            encoded[tuple(texts)] = embedder.encode_documents(texts)
+        return encoded[tuple(texts)]
+
+    return encode
+
+
 class NamedVectors(Retriever):
     """Chunk vectors given up front go into `index`; a query is the name of its vector."""
 
@@ -73,11 +93,10 @@ def documents(result, qid: str) -> list[str]:
 
 
 @pytest.mark.parametrize("where", [{}, {"status": "current"}])
-def test_pre_and_post_on_flat_equal_brute_force_filtering(filtered_kb, tmp_path, where):
+def test_pre_and_post_on_flat_equal_brute_force_filtering(filtered_kb, minilm, straight_from_the_model, where):
     corpus, golden = filtered_kb
-    embedder = SentenceTransformerEmbedder()
+    embedder, cache = minilm
     chunker = TokenChunker(96, overlap=16)
-    cache = EmbeddingCache(tmp_path)
 
     def run(search_filter):
         return Pipeline(chunker, DenseRetriever(embedder, FlatIndex(), cache), search_filter).retrieve(corpus, golden)
@@ -86,7 +105,7 @@ def test_pre_and_post_on_flat_equal_brute_force_filtering(filtered_kb, tmp_path,
     pre_exact = run(PreFilter(where=where, exact_below=1.1))  # always the exact scan
     post = run(PostFilter(where=where, overfetch=100))
     chunks = pre.chunks
-    vectors = embedder.encode_documents([c.text for c in chunks])
+    vectors = straight_from_the_model([c.text for c in chunks])
     assert len(chunks) > 60
     for question in golden:
         scores = vectors @ embedder.encode_queries([question.question])[0]
@@ -234,10 +253,10 @@ def test_bad_filters_are_clear_errors_before_anything_is_embedded(filtered_kb, m
     assert not hasattr(retriever, "model")  # the filters failed before the index was built
 
 
-def test_post_filtering_with_little_over_fetch_comes_back_short(filtered_kb, tmp_path):
+def test_post_filtering_with_little_over_fetch_comes_back_short(filtered_kb, minilm):
     corpus, golden = filtered_kb
     chunker = TokenChunker(0)
-    embedder, cache = SentenceTransformerEmbedder(), EmbeddingCache(tmp_path)
+    embedder, cache = minilm
 
     def run(search_filter):
         retriever = DenseRetriever(embedder, FlatIndex(), cache)
