@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,16 @@ def on_a_full_disk(
         ["unshare", "-rm", "sh", "-c", FULL_DISK, "sh", *args], cwd=cwd, env=environment, check=True, timeout=600
     )
     return int((cwd / "rc").read_text()), (cwd / "err.txt").read_text()
+
+
+def copy_blank_store(blank: Path, folder: Path) -> Path:
+    """`folder`/mlflow.db as MLflow makes a new store there, copied from `blank` (made by MLflow,
+    empty) rather than made: MLflow takes seconds per store to create its tables. The one thing MLflow
+    writes that depends on the folder, the Default experiment's artifact location, is rewritten."""
+    database = folder / "mlflow.db"
+    shutil.copyfile(blank, database)
+    with closing(sqlite3.connect(database)) as connection, connection:
+        connection.execute(
+            "UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0", (str(folder / "mlruns" / "0"),)
+        )
+    return database

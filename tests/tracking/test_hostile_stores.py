@@ -26,7 +26,7 @@ from helpers import processes
 from helpers.commands import one_error_line, sweep, sweep_command, wait_for
 from helpers.data import golden_of
 from helpers.logged import BROKEN, golden, log_run, rankings
-from helpers.stores import command, leave_a_hot_journal, on_a_full_disk, states
+from helpers.stores import command, copy_blank_store, leave_a_hot_journal, on_a_full_disk, states
 from sweep.formats.corpus import Corpus, Document
 from sweep.tracking import (
     GOLDEN_DIGEST,
@@ -51,10 +51,11 @@ def log_failed(golden_set) -> str:
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch) -> SimpleNamespace:
+def store(tmp_path, monkeypatch, blank_store) -> SimpleNamespace:
     """A store in tmp_path/store logged in process: `good`, `worse` (8 questions broken) and `failed`."""
     folder = tmp_path / "store"
     folder.mkdir()
+    copy_blank_store(blank_store, folder)
     monkeypatch.chdir(folder)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
     monkeypatch.delenv(PARENT_RUN, raising=False)

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from helpers.data import golden_of, ranked
+from helpers.stores import copy_blank_store
 from sweep import errors
 from sweep.errors import InputError, Interrupted
 from sweep.evaluation import score
@@ -30,7 +31,8 @@ from sweep.tracking import (
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch):
+def store(tmp_path, monkeypatch, blank_store):
+    copy_blank_store(blank_store, tmp_path)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
