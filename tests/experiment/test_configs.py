@@ -17,9 +17,9 @@ from sweep.retrieval.base import Retriever
 from sweep.retrieval.chunking import Chunker
 from sweep.retrieval.embed import Embedder
 from sweep.retrieval.filters import Filter
-from sweep.retrieval.index import FaissIndex
 from sweep.retrieval.pipeline import Pipeline
 from sweep.retrieval.rerank import Reranker
+from sweep.retrieval.vector_index import VectorIndex
 from sweep.settings import schema_defaults
 
 CONF = resources.files("sweep.conf")
@@ -27,7 +27,7 @@ GROUPS = {
     "model": Retriever,
     "model/embedder": Embedder,  # a group inside the dense model's config
     "chunking": Chunker,
-    "index": FaissIndex,
+    "index": VectorIndex,
     "filter": Filter,
     "reranker": Reranker,
     "golden": None,

@@ -21,6 +21,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -222,7 +223,8 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
         pipeline = build_pipeline(cfg)  # cheap: models load when the pipeline first needs them
         corpus, golden = data or load_data(cfg)
         tracking.log_golden_input(golden, corpus)
-        retrieval = pipeline.retrieve(corpus, golden, name=name)
+        with closing(pipeline.retriever):  # a vector database's collection or table goes, however the run ends
+            retrieval = pipeline.retrieve(corpus, golden, name=name)
         start = time.perf_counter()
         evaluation = score(golden, retrieval.results)
         metrics_s, start = time.perf_counter() - start, time.perf_counter()

@@ -12,8 +12,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from sweep.retrieval.filters import Restriction
 
 
 class Retriever(ABC):
@@ -58,6 +64,19 @@ class Retriever(ABC):
         """What building and searching cost and produced (seconds, bytes, shares), logged as MLflow
         metrics; asked for after the searches."""
         return {}
+
+    def attach_metadata(self, metadata: Sequence[Mapping[str, Any]]) -> None:  # noqa: B027 (optional)
+        """Each chunk's document metadata, in chunk order, before `build`: a retriever whose index
+        filters by itself (a vector database) stores it beside the vectors."""
+
+    def search_within(self, queries: Sequence[str], k: int, restriction: Restriction) -> tuple[np.ndarray, np.ndarray]:
+        """`search` among the chunks a filter allows (`filter=pre`); a retriever whose index
+        filters on metadata itself hands it the filter's `where` as well."""
+        return self.search(queries, k, allowed=restriction.chunk_ids, exact=restriction.exact)
+
+    def close(self) -> None:  # noqa: B027 (optional: most retrievers live in the process)
+        """Remove what `build` made outside the process (a vector database's collection or table);
+        called when the run ends, however it ends."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Dense retrieval: an embedding model in front of a FAISS index, chunk vectors cached on disk.
+"""Dense retrieval: an embedding model in front of a vector index, chunk vectors cached on disk.
 
 Composed in `conf/model/minilm.yaml` from its parts, the way lightning-hydra-template nests a
 network inside its model config:
@@ -11,20 +11,25 @@ network inside its model config:
 
 The corpus is embedded shard by shard (`CorpusEmbedding`: here or on a Ray cluster), each shard
 cached as it finishes; `embed/cache_hit` is the share of chunks whose vectors came from the cache.
+The index is any `sweep.retrieval.vector_index.VectorIndex` (FAISS, Chroma, LanceDB, your own); it
+gets each chunk's document metadata, and under `filter=pre` the question's filter, for an engine
+that filters by itself.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
 from sweep.retrieval.base import Retriever
 from sweep.retrieval.embed import CorpusEmbedding, Embedder, EmbeddingCache
-from sweep.retrieval.index import FaissIndex
+from sweep.retrieval.filters import Restriction
+from sweep.retrieval.vector_index import VectorIndex, Where
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +38,13 @@ class DenseRetriever(Retriever):
     def __init__(
         self,
         embedder: Embedder,
-        index: FaissIndex,
+        index: VectorIndex,
         cache: EmbeddingCache | None = None,
         embed: CorpusEmbedding | None = None,
     ) -> None:
         self.embedder, self.index, self.cache = embedder, index, cache
         self.embed = embed or CorpusEmbedding()
+        self._metadata: Sequence[Mapping[str, Any]] | None = None  # each chunk's document's, from attach_metadata
         self._stats: dict[str, float] = {}
         self._queries: dict[str, np.ndarray] = {}  # question text -> its vector, from prepare_queries
         self._alone_ms: dict[str, float] | None = None  # inside `alone`: question -> its encode alone, in ms
@@ -50,7 +56,7 @@ class DenseRetriever(Retriever):
         loaded = time.perf_counter()
         vectors, cached_share = self.embed.embed(self.embedder, texts, self.cache)
         embedded = time.perf_counter()
-        self.index.build(vectors)
+        self.index.build(vectors, self._metadata)
         indexed = time.perf_counter()
         truncated = self.embedder.truncated_share(texts)
         if truncated:
@@ -64,7 +70,6 @@ class DenseRetriever(Retriever):
             "time/embed_s": embedded - loaded,
             "time/index_s": indexed - embedded,
             "embed/cache_hit": cached_share,
-            "index/bytes": float(self.index.nbytes),
             "corpus/truncated_share": truncated,
         }
 
@@ -114,10 +119,21 @@ class DenseRetriever(Retriever):
             return None
         return self.cache.key(self.embedder.identity | {"role": role}, queries)
 
+    def attach_metadata(self, metadata: Sequence[Mapping[str, Any]]) -> None:
+        self._metadata = metadata
+
+    def search_within(self, queries: Sequence[str], k: int, restriction: Restriction) -> tuple[np.ndarray, np.ndarray]:
+        return self.search(queries, k, restriction.chunk_ids, restriction.exact, restriction.where)
+
     def search(
-        self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
+        self,
+        queries: Sequence[str],
+        k: int,
+        allowed: np.ndarray | None = None,
+        exact: bool = False,
+        where: Where | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        return self.index.search(self._vectors(queries), k, allowed, exact)
+        return self.index.search(self._vectors(queries), k, allowed, exact, where)
 
     def _vectors(self, queries: Sequence[str]) -> np.ndarray:
         """The questions' vectors: inside `alone`, each encoded now on its own (or, replaying, the
@@ -138,9 +154,10 @@ class DenseRetriever(Retriever):
         return np.stack(rows)
 
     def stats(self) -> dict[str, float]:
-        """Build costs, query encoding and, on an approximate index, `index/recall_vs_exact_at_10`
-        over the prepared questions."""
-        stats = dict(self._stats) | self.embedder.stats()
-        if self.index.approximate and self._queries:
-            stats["index/recall_vs_exact_at_10"] = self.index.recall_vs_exact(np.stack(list(self._queries.values())))
-        return stats
+        """Build costs, query encoding and the index's own (`VectorIndex.stats`: bytes, search
+        latency and, on an approximate index, recall against exact over the prepared questions)."""
+        questions = np.stack(list(self._queries.values())) if self._queries else None
+        return dict(self._stats) | self.embedder.stats() | self.index.stats(questions)
+
+    def close(self) -> None:
+        self.index.close()

@@ -4,8 +4,10 @@ A question's `filters` and the config-level `filter.where` are equality conditio
 document metadata (`field: value`, or `field: [values]` for any of them), all of which must
 hold. `none` (`NoFilter`) ignores them; `pre` restricts the search itself (a FAISS ID selector, or an
 exact scan of the allowed chunks when they are a small share of the corpus or no more than the
-hits asked for, because HNSW and IVF lose results under a selective selector); `post`
-over-fetches and drops what does not match, which can leave fewer results than asked for.
+hits asked for, because HNSW and IVF lose results under a selective selector; a vector
+database, `index=chroma` or `index=lancedb`, gets the filter as its own `where` and filters by
+itself); `post` over-fetches and drops what does not match, which can leave fewer results than
+asked for.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from sweep.formats.corpus import SCALARS, Corpus
 from sweep.formats.golden import GoldenSet, Question
 from sweep.retrieval.base import Hits, Retriever
 from sweep.retrieval.chunking import Chunk
+from sweep.retrieval.vector_index import Where
 from sweep.settings import Range, checked
 
 log = logging.getLogger(__name__)
@@ -46,6 +49,7 @@ class Restriction:
 
     chunk_ids: np.ndarray  # sorted; empty when the filters match no document
     exact: bool = False  # scan them all instead of asking the index
+    where: Where | None = None  # the same as field -> values, for an index that filters by itself
 
 
 def parse_condition(filters: Mapping[str, Any], source: str) -> Condition:
@@ -151,10 +155,11 @@ class MetadataFilter(Filter):
             ],
             dtype=bool,
         )
-        return self._plan(np.flatnonzero(matches[self._chunk_document]))
+        where = {name: tuple(sorted((value for _, value in values), key=repr)) for name, values in condition.items()}
+        return self._plan(np.flatnonzero(matches[self._chunk_document]), where)
 
-    def _plan(self, chunk_ids: np.ndarray) -> Restriction:
-        return Restriction(chunk_ids)
+    def _plan(self, chunk_ids: np.ndarray, where: Where) -> Restriction:
+        return Restriction(chunk_ids, where=where)
 
 
 @checked("filter")
@@ -166,12 +171,12 @@ class PreFilter(MetadataFilter):
 
     exact_below: Annotated[float, Range(0)] = 0.1  # share of all chunks (above 1: always scan)
 
-    def _plan(self, chunk_ids: np.ndarray) -> Restriction:
+    def _plan(self, chunk_ids: np.ndarray, where: Where) -> Restriction:
         share = len(chunk_ids) / len(self._chunk_document) if len(self._chunk_document) else 0.0
-        return Restriction(chunk_ids, exact=share < self.exact_below or len(chunk_ids) <= self._k)
+        return Restriction(chunk_ids, exact=share < self.exact_below or len(chunk_ids) <= self._k, where=where)
 
     def _search_within(self, retriever: Retriever, query: str, k: int, restriction: Restriction) -> Hits:
-        return Hits.first(*retriever.search([query], k, allowed=restriction.chunk_ids, exact=restriction.exact))
+        return Hits.first(*retriever.search_within([query], k, restriction))
 
 
 @checked("filter")
@@ -191,12 +196,14 @@ def filter_stats(searched: Sequence[tuple[Restriction, int]], n_questions: int, 
     filter restricted; of those, how many came back short (fewer chunk hits than `k` or than the
     filter allows, whichever is smaller: what post-filtering with too little over-fetch loses, or
     an approximate index under a selector, or a lexical model when few allowed chunks share a term
-    with the question), how many matched nothing, and how many were searched by exact scan."""
+    with the question), the chunk hits they got on average, how many matched nothing, and how
+    many were searched by exact scan."""
     stats = {"filter/restricted_share": len(searched) / n_questions if n_questions else 0.0}
     if searched:
         short = [n_hits < min(k, len(r.chunk_ids)) for r, n_hits in searched]
         stats |= {
             "filter/short_result_rate": float(np.mean(short)),
+            "filter/hits_mean": float(np.mean([n_hits for _, n_hits in searched])),
             "filter/empty_questions": float(sum(not len(r.chunk_ids) for r, _ in searched)),
             "filter/exact_share": float(np.mean([r.exact for r, _ in searched])),
         }

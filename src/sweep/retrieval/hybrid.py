@@ -19,9 +19,9 @@ the run's `member/<name>/...` metrics and `tables/member_hits.json`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 
@@ -88,6 +88,14 @@ class HybridRetriever(Retriever):
 
     def member_hits(self, query: str) -> dict[str, Hits]:
         return self._last.get(query, {})
+
+    def attach_metadata(self, metadata: Sequence[Mapping[str, Any]]) -> None:
+        for member in self.members.values():
+            member.attach_metadata(metadata)
+
+    def close(self) -> None:
+        for member in self.members.values():
+            member.close()
 
     def stats(self) -> dict[str, float]:
         """Each member's own, under `member/<name>/`, and their index bytes summed as `index/bytes`."""

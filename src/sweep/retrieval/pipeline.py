@@ -154,6 +154,7 @@ class Pipeline:
         chunks = self.chunker.split(corpus)
         self.filter.prepare(corpus, chunks, golden, self.chunk_depth)  # bad filters fail before anything is embedded
         texts = [c.embedded_text for c in chunks]  # a chunk's context (e.g. its heading path) goes with it
+        self.retriever.attach_metadata([corpus.by_id[c.doc_id].metadata for c in chunks])  # for a vector database
         start = time.perf_counter()
         self.retriever.build(texts)
         build_s = time.perf_counter() - start
