@@ -98,7 +98,7 @@ MEASURES: tuple[Measure, ...] = (
     Measure(
         "latency/search_ms_p50",
         "latency p50 (ms)",
-        "median over the questions of query encoding + search time, in milliseconds",
+        "median over up to 200 questions of one question's whole path alone (encode, filter, search, rerank), in ms",
         higher_is_better=False,
         cost=True,
         unit="ms",
@@ -107,7 +107,7 @@ MEASURES: tuple[Measure, ...] = (
     Measure(
         "latency/search_ms_p95",
         "latency p95 (ms)",
-        "95th percentile over the questions of query encoding + search time, in milliseconds",
+        "95th percentile over up to 200 questions of one question's whole path alone, in milliseconds",
         higher_is_better=False,
         cost=True,
         unit="ms",
