@@ -19,6 +19,7 @@ import pytest
 
 from helpers import processes
 from helpers.logged import BROKEN, EXPERIMENT, golden, log_run, rankings
+from helpers.stores import copy_blank_store
 from sweep import check, compare
 from sweep.evaluation.comparison import paired_table
 from sweep.evaluation.registry import lower_is_better
@@ -62,8 +63,9 @@ class Store:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory) -> Store:
+def store(tmp_path_factory, blank_store) -> Store:
     folder = tmp_path_factory.mktemp("compare-store")
+    copy_blank_store(blank_store, folder)
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(folder)

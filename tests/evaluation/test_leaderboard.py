@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from helpers.logged import BROKEN, EXPERIMENT, golden, log_run, rankings
+from helpers.stores import copy_blank_store
 from sweep import best
 from sweep.best import best_config, find_best
 from sweep.evaluation.leaderboard import ConfigRun, build, differing_keys, minimum_detectable_effect, rank
@@ -76,6 +77,7 @@ def test_the_mde_is_the_paired_tests_normal_approximation():
     assert np.isnan(minimum_detectable_effect({"only": values["leader"]}, "only"))
 
 
+@pytest.mark.slow
 def test_a_true_difference_of_one_mde_is_detected_about_80_percent_of_the_time():
     """The MDE means what it says: simulated paired differences whose true mean is the MDE are
     significant at 0.05 in about 80% of golden sets of the same size and spread."""
@@ -130,11 +132,12 @@ def test_differing_keys_counts_a_missing_key_as_different():
 
 
 @pytest.fixture(scope="module")
-def tied_store(tmp_path_factory) -> tuple[Path, tuple[str, dict[str, str], SweepSummary]]:
+def tied_store(tmp_path_factory, blank_store) -> tuple[Path, tuple[str, dict[str, str], SweepSummary]]:
     """A sweep logged in process on a real SQLite store, once for the tests that read it: `good`,
     `twin` (the same rankings: tied, and faster) and `worse` (8 of 40 questions' relevant document
     at rank 3: not tied, fastest)."""
     folder = tmp_path_factory.mktemp("tied-sweep")
+    copy_blank_store(blank_store, folder)
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(folder)
         patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")

@@ -451,6 +451,7 @@ def dead_pid() -> int:
     return child.pid
 
 
+@pytest.mark.slow
 def test_runs_of_a_dead_process_are_marked_killed_and_live_ones_are_not(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"

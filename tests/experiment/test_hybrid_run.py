@@ -25,6 +25,7 @@ def only_run(cwd):
     return client, runs[0]
 
 
+@pytest.mark.slow
 def test_a_hybrid_run_logs_each_member_beside_the_fusion(tmp_path, small_kb_files):
     result = sweep(tmp_path, small_kb_files, "model=hybrid", "model.weight=0.7")
     assert result.returncode == 0, result.stderr[-3000:]

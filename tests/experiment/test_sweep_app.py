@@ -345,6 +345,7 @@ def minilm_128(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_chunks_and_truncation_are_measured_by_the_configured_model(tmp_path, small_kb_files, minilm_128):
     data = [
         f"golden.path={small_kb_files / 'golden.jsonl'}",

@@ -357,7 +357,7 @@ def test_a_corpus_folder_reads_only_regular_files_of_bounded_size(tmp_path):
 @pytest.mark.parametrize(
     ("page", "expected"),
     [
-        ("<p>Paragraph.</p>" * 200_000, "\n\n".join(["Paragraph."] * 200_000)),
+        pytest.param("<p>Paragraph.</p>" * 200_000, "\n\n".join(["Paragraph."] * 200_000), marks=pytest.mark.slow),
         ("<div>" * 100_000 + "deep" + "</div>" * 100_000, "deep"),
         ("<div>x" * 100_000, "\n".join(["x"] * 100_000)),  # never closed
     ],

@@ -244,6 +244,7 @@ def test_a_lone_surrogate_is_refused_with_a_message(app):
 # ---------------------------------------------------------------- in a real browser
 
 
+@pytest.mark.slow
 def test_questions_a_b_and_other_odd_ids_are_usable_in_the_browser_under_the_pages_policy(browser, app):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -319,6 +320,7 @@ def test_questions_a_b_and_other_odd_ids_are_usable_in_the_browser_under_the_pag
     assert browser.execute_script("return window.violations") == []
 
 
+@pytest.mark.slow
 def test_another_page_cannot_frame_the_app(browser, app):
     from selenium.webdriver.common.by import By
 

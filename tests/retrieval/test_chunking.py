@@ -284,6 +284,7 @@ HEADED = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(sections=HEADED, size=SIZES)
 def test_markdown_prefixes_are_the_heading_paths_of_generated_documents(sections, size):
@@ -380,6 +381,7 @@ def test_knowledge_base(kind, size):
     check_chunks(corpus, make(kind, size).split(corpus), size, windows=kind == "tokens")
 
 
+@pytest.mark.slow
 def test_knowledge_base_semantic():
     corpus = kb_corpus(3)
     check_chunks(corpus, make("semantic", 64).split(corpus), 64)

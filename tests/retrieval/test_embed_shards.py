@@ -97,6 +97,7 @@ def child(tmp_path: Path, cache: Path, out: str, mode: str) -> subprocess.Popen:
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_sharded_vectors_equal_one_piece_and_every_shard_is_a_cache_entry(tmp_path, embedder, reference, monkeypatch):
     cache = EmbeddingCache(tmp_path)
     vectors, cached = CorpusEmbedding(shard_size=SHARD).embed(embedder, TEXTS, cache)
@@ -119,6 +120,7 @@ def test_a_whole_corpus_entry_written_before_shards_is_still_read(tmp_path, embe
     assert list(entries(tmp_path)) == [f"{cache.key(embedder.identity, TEXTS)}.npz"]  # no shards written
 
 
+@pytest.mark.slow
 def test_a_killed_embedding_resumes_at_the_first_missing_shard(tmp_path, embedder, reference, monkeypatch):
     folder = tmp_path / "cache"
     process = child(tmp_path, folder, str(tmp_path / "unused.npy"), "slowly")
@@ -143,6 +145,7 @@ def test_a_killed_embedding_resumes_at_the_first_missing_shard(tmp_path, embedde
     np.testing.assert_allclose(vectors, reference, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_two_processes_embedding_one_corpus_into_one_cache_at_once_leave_it_sound(
     tmp_path, embedder, reference, caplog
 ):

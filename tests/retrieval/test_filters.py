@@ -92,6 +92,7 @@ def documents(result, qid: str) -> list[str]:
     return [doc for doc, _ in result.results.rankings().get(qid, [])]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", [{}, {"status": "current"}])
 def test_pre_and_post_on_flat_equal_brute_force_filtering(filtered_kb, minilm, straight_from_the_model, where):
     corpus, golden = filtered_kb
@@ -253,6 +254,7 @@ def test_bad_filters_are_clear_errors_before_anything_is_embedded(filtered_kb, m
     assert not hasattr(retriever, "model")  # the filters failed before the index was built
 
 
+@pytest.mark.slow
 def test_post_filtering_with_little_over_fetch_comes_back_short(filtered_kb, minilm):
     corpus, golden = filtered_kb
     chunker = TokenChunker(0)

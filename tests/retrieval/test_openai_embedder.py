@@ -50,6 +50,9 @@ class Server:
         call(f"{self.root}/admin/faults", faults)
 
 
+pytestmark = pytest.mark.slow  # every test here talks to a real server on 127.0.0.1 (started once)
+
+
 @pytest.fixture(scope="module")
 def rerank_model(tmp_path_factory, small_kb) -> Path:
     corpus, golden = small_kb
@@ -101,7 +104,6 @@ def sweep_with_endpoint(cwd: Path, server, *overrides: str) -> subprocess.Comple
     return sweep(cwd, KB, *endpoint, *overrides, env={"OPENAI_API_KEY": KEY})
 
 
-@pytest.mark.slow  # python -m sweep in a subprocess
 def test_the_endpoint_scores_as_the_local_model_and_a_second_run_sends_nothing(tmp_path, clean):
     (tmp_path / "local").mkdir()
     local = sweep(tmp_path / "local", KB)
@@ -176,7 +178,6 @@ def test_a_refused_key_is_named_never_shown(clean, monkeypatch):
     assert "sk-wrong" not in str(error.value)
 
 
-@pytest.mark.slow  # python -m sweep in a subprocess
 def test_a_wrong_dimension_fails_the_run_with_one_line_and_caches_nothing(tmp_path, clean):
     clean.faults(width=100)
     result = sweep_with_endpoint(tmp_path, clean, "model.embedder.dimensions=384")
@@ -185,7 +186,6 @@ def test_a_wrong_dimension_fails_the_run_with_one_line_and_caches_nothing(tmp_pa
     assert not list((tmp_path / "cache").glob("*.npz"))
 
 
-@pytest.mark.slow  # python -m sweep in a subprocess
 def test_max_cost_refuses_before_any_request(tmp_path, clean):
     before = clean.requests()
     result = sweep_with_endpoint(
@@ -219,7 +219,6 @@ def test_a_known_model_gets_its_list_price_unless_one_is_given(server):
     assert OpenAIEmbedder(model=MODEL).price_per_mtok is None  # a self-hosted model: no list price
 
 
-@pytest.mark.slow  # python -m sweep in a subprocess, twice
 def test_a_run_through_faults_scores_as_a_clean_run_and_caches_each_entry_once(tmp_path, clean):
     for folder in ("clean", "faulty"):
         (tmp_path / folder).mkdir()

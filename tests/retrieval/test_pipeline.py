@@ -49,6 +49,7 @@ def test_questions_alone_are_timed_on_one_torch_thread():
     assert torch.get_num_threads() == before
 
 
+@pytest.mark.slow
 def test_dense_run_finds_answers_embeds_once_and_reports_its_costs(small_kb, embedder, tmp_path):
     corpus, golden = small_kb
     cache = EmbeddingCache(tmp_path / "cache")

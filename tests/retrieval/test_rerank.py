@@ -49,6 +49,7 @@ def logits(folder: Path, query: str, texts: list[str]) -> np.ndarray:
         return model(**batch).logits[:, 0].numpy()
 
 
+@pytest.mark.slow
 def test_cross_encoder_from_config_reranks_by_its_own_scores(small_kb, tiny_cross_encoder):
     corpus, golden = small_kb
     with initialize_config_module(version_base="1.3", config_module="sweep.conf"):

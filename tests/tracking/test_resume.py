@@ -141,6 +141,7 @@ def test_resume_is_for_sweeps_and_a_bad_value_is_one_line(capsys):
     assert preflight(["-m", "chunk=64,128", "resume=true"]) == 2
 
 
+@pytest.mark.slow
 def test_a_sweep_whose_process_still_runs_cannot_be_resumed(tmp_path):
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.create_experiment("e")
