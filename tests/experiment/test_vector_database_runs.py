@@ -21,6 +21,7 @@ import lancedb
 import pytest
 from chromadb.config import Settings
 
+from helpers import processes
 from helpers.commands import runs_in, sweep, sweep_command, wait_for
 
 CHROMA = Path(sys.executable).parent / "chroma"  # chromadb's command, installed beside this Python
@@ -147,14 +148,14 @@ def test_a_failed_run_and_sigterm_leave_no_collection_no_table_no_folder(cwd, sm
     both are built (its reranker is no model); the signal comes once both are built again."""
     options = engine_options(cwd, server)
     args, env = sweep_command(cwd, small_kb_files, "-m", options, "model=two_engines", "reranker=broken,none")
-    run = subprocess.Popen(
+    run = processes.start(
         args, cwd=cwd, env=env | in_tmp(cwd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     store = cwd / "mlflow.db"
     wait_for(store, lambda runs: any(r["status"] == "FAILED" for r in runs), timeout=300)
     deadline = time.monotonic() + 300
     while not all(left_behind(cwd, server)[kind] for kind in ("collections", "tables")):
-        assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()[-3000:]
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()[1][-3000:]
         time.sleep(0.05)
     run.send_signal(signal.SIGTERM)
     _, stderr = run.communicate(timeout=120)
@@ -170,10 +171,10 @@ def test_killing_the_server_fails_its_combination_with_one_line_and_the_sweep_go
     with chroma_server(cwd / "server") as (chroma, port):
         options = engine_options(cwd, port)
         args, env = sweep_command(cwd, small_kb_files, "-m", options, "index=chroma_server,lance_here")
-        run = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        run = processes.start(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 300
         while not client(port).list_collections():
-            assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()[-3000:]
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()[1][-3000:]
             time.sleep(0.05)
         os.kill(chroma.pid, signal.SIGKILL)
         stdout, stderr = run.communicate(timeout=300)
