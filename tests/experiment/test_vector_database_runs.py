@@ -181,8 +181,8 @@ def test_killing_the_server_fails_its_combination_with_one_line_and_the_sweep_go
     assert run.returncode == 1, stderr[-3000:]
     failed = stderr[stderr.index("error: 1 of 2 combinations failed:") :].splitlines()[1:]
     assert len(failed) == 1 and failed[0].startswith("  index=chroma_server ")
-    assert f": ConnectionError: index=chroma: the Chroma server at 127.0.0.1:{port} stopped answering (" in failed[0]
-    assert "Traceback" not in stderr[stderr.index("error: 1 of 2") :]
+    assert f": index.host=127.0.0.1 index.port={port}: the Chroma server stopped answering (" in failed[0]
+    assert "Traceback" not in stderr
     assert "could not remove the Chroma collection golden-sweep-" in stdout + stderr  # what it left, named
     _, runs = runs_in(f"sqlite:///{cwd / 'mlflow.db'}")
     children = {r.data.params["index"]: r.info.status for r in runs if r.data.tags.get("mlflow.parentRunId")}

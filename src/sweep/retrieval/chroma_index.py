@@ -157,11 +157,14 @@ class ChromaIndex(VectorIndex):
 
     @contextmanager
     def _answering(self) -> Iterator[None]:
-        """A server that stops answering is one line naming it, not httpx's."""
+        """A server that stops answering is one line naming its setting, as an endpoint's faults
+        are (`sweep.retrieval.endpoints`), not httpx's traceback."""
         try:
             yield
         except httpx.TransportError as error:
-            raise ConnectionError(f"index=chroma: {self._place} stopped answering ({error})") from error
+            raise InputError(
+                f"index.host={self.host} index.port={self.port}: the Chroma server stopped answering ({error})"
+            ) from None
 
     def _scores(self, distances: np.ndarray) -> np.ndarray:
         """Chroma's distances as inner products (exact for unit vectors): ip and cosine give 1 − s,
