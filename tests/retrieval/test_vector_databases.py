@@ -264,6 +264,7 @@ def filtered_pipeline_runs(small_kb, tmp_path_factory):
     return golden, runs
 
 
+@pytest.mark.slow  # the real model embeds the chunks
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_pipeline_on_an_engine_ranks_as_the_flat_index_does(filtered_pipeline_runs, engine):
     golden, runs = filtered_pipeline_runs
