@@ -5,8 +5,8 @@ QRELS: a golden set (JSONL, YAML, BEIR folder) or TREC qrels. RUN: a TREC run
 Bad input prints one line naming the file, line and problem, and exits with code 2.
 
 With `--json`, TREC qrels and a TREC run (what other tools hand a scorer) are read in columns
-by pyarrow, both at once (`sweep.formats.trec`), and scored by the numpy core
-(`sweep.evaluation.trec_columns`), without pandas, so the process starts quickly. Other formats, files the column reader does not
+by pyarrow (`sweep.formats.trec`) and scored by the numpy core (`sweep.evaluation.trec_columns`),
+without pandas, so the process starts quickly. Other formats, files the column reader does not
 take cleanly (`Run.read` and `load_golden` then read them, or name the bad line) and the readable
 report go through pandas: `load_golden`, `Run`, `score`. This module parses the arguments, calls
 those, and prints.
@@ -18,16 +18,22 @@ import argparse
 import json
 import logging
 import math
+import os
 import sys
 from collections.abc import Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.evaluation.registry import DEFAULT_METRICS, valid_names
-from sweep.evaluation.trec_columns import Scores, score_columns
-from sweep.formats.trec import Qrels, TrecRun, qrels_and_run_columns
+if __name__ == "__main__":  # the command (an import of its functions changes nothing)
+    # numpy's OpenBLAS starts a thread per core when numpy is imported, and they spin for a while:
+    # some 60 ms of CPU in a command that multiplies no matrix. A setting of the user's stands.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from sweep.errors import InputError, exit_2_on_bad_input  # noqa: E402 (numpy comes with these)
+from sweep.evaluation.registry import DEFAULT_METRICS, valid_names  # noqa: E402
+from sweep.evaluation.trec_columns import Scores, score_columns  # noqa: E402
+from sweep.formats.trec import Qrels, TrecRun, may_be_trec_run, qrels_columns, run_columns  # noqa: E402
 
 if TYPE_CHECKING:
     from sweep.evaluation import Evaluation
@@ -125,10 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_evaluation(evaluate(args), per_query=args.per_query, worst=args.worst)
         return 0
     try:
-        columns = qrels_and_run_columns(Path(args.qrels), Path(args.run))
+        qrels = qrels_columns(Path(args.qrels)) if may_be_trec_run(Path(args.run)) else None
+        run = run_columns(Path(args.run)) if qrels is not None else None
     except OSError as error:
         raise InputError(str(error)) from None
-    scores = score_trec(*columns, args) if columns is not None else Scores.of(evaluate(args))
+    scores = score_trec(qrels, run, args) if run is not None else Scores.of(evaluate(args))
     json.dump(to_json(scores, args.per_query, args.per_type), sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0

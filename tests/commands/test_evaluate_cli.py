@@ -178,3 +178,20 @@ def test_json_on_trec_files_imports_no_pandas(seed_files):
     )
     result = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert json.loads(result.stdout) == [[], ["hotel", "laptop", "vacation"]], result.stderr
+
+
+def test_the_command_on_trec_files_skips_the_slow_imports_too(seed_files):
+    """Not even the modules that only cost time: pyarrow.compute (its wrappers' docstrings),
+    PyYAML and importlib.metadata (issue 22: `bench/metrics.py --whole-process`)."""
+    result = processes.run(
+        [sys.executable, "-X", "importtime", "-m", "sweep.evaluate", *map(str, seed_files), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0 and json.loads(result.stdout)["mean"]["mrr"] == 0.5, result.stderr[-2000:]
+    imported = {
+        line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")
+    }
+    assert {"numpy", "pyarrow", "sweep.evaluation.measures"} <= imported  # what it does import is listed
+    assert imported.isdisjoint({"pyarrow.compute", "yaml", "importlib.metadata", "pandas", "scipy", "mlflow"})

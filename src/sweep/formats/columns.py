@@ -1,9 +1,12 @@
-"""Columns of large files: read by pyarrow's multithreaded parser, then ordered and checked with numpy.
+"""Columns of large files: read by pyarrow's CSV parser, then ordered and checked with numpy.
 
 Nothing here imports pandas (`python -m sweep.evaluate` reads TREC files without it): only pyarrow
-calls that leave it unimported are used (`to_numpy`, for one, imports it). `sweep.formats.trec`
-reads TREC runs and qrels with `read_columns`; a file it does not read cleanly goes to that
-module's line-by-line reader, which reads what trec_eval reads or names the line.
+calls that leave it unimported are used (`to_numpy`, for one, imports it). Nor the module
+`pyarrow.compute`: its import writes the docstrings of some 280 wrappers, 40 ms, a tenth of the
+command's whole run; its kernels are called by name with its `call_function`, which (like the
+options classes) lives in the extension module it imports them from, `pyarrow._compute`.
+`sweep.formats.trec` reads TREC runs and qrels with `read_columns`; a file it does not read cleanly
+goes to that module's line-by-line reader, which reads what trec_eval reads or names the line.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyarrow import csv as pa_csv
+from pyarrow._compute import MatchSubstringOptions, SetLookupOptions, call_function
 
 from sweep.formats.records import NOT_IN_IDS_RE2
+
+_NOT_AN_ID = "^$|" + NOT_IN_IDS_RE2  # an empty field, or a character no id may hold
 
 
 @dataclass(frozen=True)
@@ -36,15 +41,16 @@ class Strings:
 
     def sorted_codes(self) -> np.ndarray:
         """The codes in the order of their strings: by code point, as trec_eval's strcmp orders UTF-8."""
-        return _numpy(pc.sort_indices(self.distinct), np.uint64).astype(np.int64)
+        return _numpy(call_function("array_sort_indices", [self.distinct]), np.uint64).astype(np.int64)
 
     def ranks(self, rows: np.ndarray) -> np.ndarray:
         """Integers that order the strings at `rows` as `sorted_codes` does (only theirs are sorted)."""
         codes, inverse = np.unique(self.codes[rows], return_inverse=True)
         codes = codes.astype(np.int64)
-        strings = self.distinct.take(pa.Array.from_buffers(pa.int64(), len(codes), [None, pa.py_buffer(codes)]))
+        at = pa.Array.from_buffers(pa.int64(), len(codes), [None, pa.py_buffer(codes)])
+        strings = call_function("take", [self.distinct, at])
         ranks = np.empty(len(codes), np.int64)
-        ranks[_numpy(pc.sort_indices(strings), np.uint64)] = np.arange(len(codes))
+        ranks[_numpy(call_function("array_sort_indices", [strings]), np.uint64)] = np.arange(len(codes))
         return ranks[inverse]
 
     def take(self, rows: np.ndarray) -> Strings:
@@ -58,7 +64,7 @@ class Strings:
 def index_in(strings: pa.StringArray, among: pa.StringArray) -> np.ndarray:
     """The position of each of `strings` in `among` (distinct strings), -1 where it is not:
     pyarrow's hash join, a few times faster than hashing Python strings."""
-    found = pc.index_in(strings, value_set=among)
+    found = call_function("index_in", [strings], SetLookupOptions(among))
     positions = _numpy(found, np.int32).astype(np.int64)
     if found.null_count:
         valid = np.unpackbits(
@@ -79,7 +85,9 @@ def read_columns(
     try:
         table = pa_csv.read_csv(
             path,
-            read_options=pa_csv.ReadOptions(column_names=list(names)),
+            # one thread: on a busy machine pyarrow's parallel parse (its threads waiting on each
+            # other) took half again the CPU of the whole command, to save 30 ms on an idle one
+            read_options=pa_csv.ReadOptions(column_names=list(names), use_threads=False),
             parse_options=pa_csv.ParseOptions(delimiter=delimiter, quote_char=False),  # trec_eval has no quoting
             convert_options=pa_csv.ConvertOptions(
                 include_columns=list(kinds),
@@ -98,10 +106,11 @@ def read_columns(
                 return None
             columns[name] = values
             continue
-        encoded = pc.dictionary_encode(table[name].combine_chunks())
+        encoded = call_function("dictionary_encode", [table[name].combine_chunks()])
         # an empty field is none to trec_eval; one holding a character no id may hold (whitespace
         # other than the delimiter) goes to the line reader, which names the line
-        if pc.any(pc.match_substring_regex(encoded.dictionary, "^$|" + NOT_IN_IDS_RE2)).as_py():
+        refused = call_function("match_substring_regex", [encoded.dictionary], MatchSubstringOptions(_NOT_AN_ID))
+        if call_function("any", [refused]).as_py():
             return None
         columns[name] = Strings(_numpy(encoded.indices, np.int32), encoded.dictionary)
     return columns

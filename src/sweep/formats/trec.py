@@ -1,11 +1,10 @@
 """TREC files, read here and only here: qrels (`qid iteration docid grade`) and runs (`qid Q0 docid rank score tag`).
 
 Each file goes to the fastest reader that takes it cleanly:
-1. pyarrow's multithreaded column parser (`sweep.formats.columns`), for fields separated by single
-   spaces or single tabs, the common case. `qrels_columns` and `run_columns` stop here and return
+1. pyarrow's column parser (`sweep.formats.columns`), for fields separated by single spaces or
+   single tabs, the common case. `qrels_columns` and `run_columns` stop here and return
    None for any other file, without importing pandas (`python -m sweep.evaluate --json` scores
-   what they return with the numpy core, both files read at once by `qrels_and_run_columns`, and
-   hands anything else to the readers below).
+   what they return with the numpy core and hands anything else to the readers below).
 2. pandas' C parser, for runs of whitespace (`read_qrels`, `read_run`: what `load_golden` and
    `Run.read` read);
 3. the careful reader, line by line: a run as trec_eval reads it (fields past the sixth ignored),
@@ -25,7 +24,6 @@ from __future__ import annotations
 import csv
 import logging
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -127,23 +125,6 @@ def run_columns(path: Path) -> TrecRun | None:
     if repeats_within(qid.codes, docid.codes, len(docid.distinct)):
         return None
     return TrecRun(qid, docid, score)
-
-
-def qrels_and_run_columns(qrels_path: Path, run_path: Path) -> tuple[Qrels, TrecRun] | None:
-    """`qrels_columns` and `run_columns` of the two files, read at the same time: each spends most
-    of its time in pyarrow's C++ and numpy, which let the other thread run, so on two cores the
-    qrels cost next to nothing. None when either reader gives None (or the run cannot be a TREC
-    run); the run is not read, or its errors not raised, when the qrels are not TREC qrels."""
-    if not may_be_trec_run(run_path):
-        return None
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        run = pool.submit(run_columns, run_path)
-        qrels = qrels_columns(qrels_path)
-        if qrels is None:
-            run.cancel()
-            return None
-        read = run.result()
-    return None if read is None else (qrels, read)
 
 
 # ---------------------------------------------------------------- 2 and 3. qrels
