@@ -365,7 +365,7 @@ def main() -> None:
                     "turn",
                     "ours",
                     "pytrec_eval",
-                    f"ours / theirs (target <= {WHOLE_PROCESS_TARGET})",
+                    "ours / theirs" + (f" (target <= {WHOLE_PROCESS_TARGET})" if target else ""),
                     "ours CPU",
                     "theirs CPU",
                 ],
