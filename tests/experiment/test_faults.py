@@ -65,7 +65,7 @@ from sweep.tracking import kill_orphans, process_tags
             ["model=custom", "model._target_=no.such.Retriever"],
             "model._target_=no.such.Retriever: cannot import it (No module named 'no')",
         ),
-        (["index=annoy"], "index=annoy: no such option (the options: flat, hnsw, ivf)"),
+        (["index=annoy"], "index=annoy: no such option (the options: chroma, flat, hnsw, ivf, lancedb)"),
         (
             ["index=hnsw", "index.ef=64"],
             "index.ef: not a setting (did you mean index.ef_construction or index.ef_search? known: M, ef_construction, ef_search); to add a key of your own: +index.ef=...",

@@ -311,7 +311,9 @@ def test_joining_a_ray_cluster_leaves_the_object_store_to_it(monkeypatch):
     assert connecting_to_a_ray_cluster(["-m", "hydra/launcher=ray"])[-1].endswith("object_store_memory=null")
 
 
-SWEEP_CONFIG = {"experiment": "e", "objective": "ndcg_at_10", "resume": False, "hydra": {"overrides": {"task": []}}}
+SWEEP_CONFIG = {
+    "experiment": "e", "objective": "ndcg_at_10", "resume": False, "verbosity": "normal", "hydra": {"overrides": {"task": []}}
+}  # fmt: skip
 
 
 def test_a_parent_run_the_store_refuses_stops_the_sweep_before_any_combination(monkeypatch, capsys):
