@@ -18,7 +18,6 @@ import pytest
 
 from helpers.commands import one_error_line, runs_in, sweep
 from helpers.models import write_tiny_cross_encoder
-from helpers.paths import KB
 from sweep.errors import InputError
 from sweep.retrieval.chunking import TokenChunker
 from sweep.retrieval.endpoints import APIReranker, OpenAIEmbedder
@@ -99,21 +98,23 @@ def embedder(server, **settings) -> OpenAIEmbedder:
     )
 
 
-def sweep_with_endpoint(cwd: Path, server, *overrides: str) -> subprocess.CompletedProcess:
+def sweep_with_endpoint(cwd: Path, server, data: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """`python -m sweep` on `data` (the small knowledge base: each question is also one request of
+    the latency sample) with the embedding model behind `server`."""
     endpoint = ("model/embedder=openai", f"model.embedder.base_url={server.base_url}", f"model.embedder.model={MODEL}")
-    return sweep(cwd, KB, *endpoint, *overrides, env={"OPENAI_API_KEY": KEY})
+    return sweep(cwd, data, *endpoint, *overrides, env={"OPENAI_API_KEY": KEY})
 
 
-def test_the_endpoint_scores_as_the_local_model_and_a_second_run_sends_nothing(tmp_path, clean):
+def test_the_endpoint_scores_as_the_local_model_and_a_second_run_sends_nothing(tmp_path, clean, small_kb_files):
     (tmp_path / "local").mkdir()
-    local = sweep(tmp_path / "local", KB)
+    local = sweep(tmp_path / "local", small_kb_files)
     assert local.returncode == 0, local.stderr[-2000:]
     (tmp_path / "api").mkdir()
     before = clean.requests()
-    first = sweep_with_endpoint(tmp_path / "api", clean, "model.embedder.price_per_mtok=0.02")
+    first = sweep_with_endpoint(tmp_path / "api", clean, small_kb_files, "model.embedder.price_per_mtok=0.02")
     assert first.returncode == 0, first.stderr[-2000:]
     sent = clean.requests() - before
-    second = sweep_with_endpoint(tmp_path / "api", clean, "model.embedder.price_per_mtok=0.02")
+    second = sweep_with_endpoint(tmp_path / "api", clean, small_kb_files, "model.embedder.price_per_mtok=0.02")
     assert second.returncode == 0, second.stderr[-2000:]
     assert clean.requests() - before == sent > 0  # the second run: not one request
     _, local_runs = runs_in(f"sqlite:///{tmp_path / 'local' / 'mlflow.db'}")
@@ -178,21 +179,21 @@ def test_a_refused_key_is_named_never_shown(clean, monkeypatch):
     assert "sk-wrong" not in str(error.value)
 
 
-def test_a_wrong_dimension_fails_the_run_with_one_line_and_caches_nothing(tmp_path, clean):
+def test_a_wrong_dimension_fails_the_run_with_one_line_and_caches_nothing(tmp_path, clean, small_kb_files):
     clean.faults(width=100)
-    result = sweep_with_endpoint(tmp_path, clean, "model.embedder.dimensions=384")
+    result = sweep_with_endpoint(tmp_path, clean, small_kb_files, "model.embedder.dimensions=384")
     assert result.returncode == 2
     assert "returned 100-dimensional vectors" in one_error_line(result.stderr)
     assert not list((tmp_path / "cache").glob("*.npz"))
 
 
-def test_max_cost_refuses_before_any_request(tmp_path, clean):
+def test_max_cost_refuses_before_any_request(tmp_path, clean, small_kb_files):
     before = clean.requests()
     result = sweep_with_endpoint(
-        tmp_path, clean, "model.embedder.price_per_mtok=20", "model.embedder.max_cost_usd=0.001"
+        tmp_path, clean, small_kb_files, "model.embedder.price_per_mtok=20", "model.embedder.max_cost_usd=0.001"
     )
     assert result.returncode == 2
-    assert "model.embedder.max_cost_usd=0.001: embedding 310 uncached chunks" in one_error_line(result.stderr)
+    assert "model.embedder.max_cost_usd=0.001: embedding 34 uncached chunks" in one_error_line(result.stderr)
     assert clean.requests() == before
 
 
@@ -219,14 +220,14 @@ def test_a_known_model_gets_its_list_price_unless_one_is_given(server):
     assert OpenAIEmbedder(model=MODEL).price_per_mtok is None  # a self-hosted model: no list price
 
 
-def test_a_run_through_faults_scores_as_a_clean_run_and_caches_each_entry_once(tmp_path, clean):
+def test_a_run_through_faults_scores_as_a_clean_run_and_caches_each_entry_once(tmp_path, clean, small_kb_files):
     for folder in ("clean", "faulty"):
         (tmp_path / folder).mkdir()
-    assert sweep_with_endpoint(tmp_path / "clean", clean).returncode == 0
+    assert sweep_with_endpoint(tmp_path / "clean", clean, small_kb_files).returncode == 0
     clean.faults(every=20, rate_limit=3, server_error=7, slow=11, slow_s=12)  # 429 Retry-After 1, 500, a timeout
     # small batches, one at a time: the server encodes in turn, so only the held request may time out
     small = ("model.embedder.batch_size=16", "model.embedder.max_concurrency=1", "model.embedder.timeout=10")
-    faulty = sweep_with_endpoint(tmp_path / "faulty", clean, *small)
+    faulty = sweep_with_endpoint(tmp_path / "faulty", clean, small_kb_files, *small)
     assert faulty.returncode == 0, faulty.stderr[-2000:]
     metrics = {f: runs_in(f"sqlite:///{tmp_path / f / 'mlflow.db'}")[1][0].data.metrics for f in ("clean", "faulty")}
     assert metrics["faulty"]["ndcg_at_10"] == metrics["clean"]["ndcg_at_10"]
