@@ -36,6 +36,7 @@ _context.set_forkserver_preload(PRELOAD)
 
 def _module_of(args: Sequence[str]) -> str | None:
     """`sweep.best` for [python, -m, sweep.best, ...]; None for any other command line."""
+    args = [os.fspath(arg) for arg in args]
     if len(args) >= 3 and args[0] == sys.executable and args[1] == "-m" and args[2].split(".")[0] == "sweep":
         return args[2]
     return None
@@ -87,7 +88,7 @@ class Started:
     """A command started by `start`: the part of subprocess.Popen's interface the tests use."""
 
     def __init__(self, args: Sequence[str], cwd, env, stdout, stderr) -> None:
-        self.args = list(args)
+        self.args = [os.fspath(arg) for arg in args]  # as subprocess takes paths
         self._folder = Path(tempfile.mkdtemp(prefix="command-"))
         self._outputs = {}
         for name, choice in (("stdout", stdout), ("stderr", stderr)):
