@@ -131,6 +131,13 @@ def test_differing_keys_counts_a_missing_key_as_different():
 # ---------------------------------------------------------------- a sweep's parent run, best_config(among="tied")
 
 
+def tracking_in(folder: Path, patch: pytest.MonkeyPatch) -> None:
+    """`folder` the working folder and its mlflow.db the tracking store, outside any sweep."""
+    patch.chdir(folder)
+    patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
+    patch.delenv(PARENT_RUN, raising=False)
+
+
 @pytest.fixture(scope="module")
 def tied_store(tmp_path_factory, blank_store) -> tuple[Path, tuple[str, dict[str, str], SweepSummary]]:
     """A sweep logged in process on a real SQLite store, once for the tests that read it: `good`,
@@ -139,9 +146,7 @@ def tied_store(tmp_path_factory, blank_store) -> tuple[Path, tuple[str, dict[str
     folder = tmp_path_factory.mktemp("tied-sweep")
     copy_blank_store(blank_store, folder)
     with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(folder)
-        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
-        patch.delenv(PARENT_RUN, raising=False)
+        tracking_in(folder, patch)
         g = golden()
         good, worse = rankings(g), rankings(g, BROKEN)
         parent = start_sweep(EXPERIMENT, ["-m", "model=good,twin,worse"], "ndcg_at_10")
@@ -160,9 +165,7 @@ def tied_store(tmp_path_factory, blank_store) -> tuple[Path, tuple[str, dict[str
 def tied_sweep(tied_store, monkeypatch) -> tuple[str, dict[str, str], SweepSummary]:
     """`tied_store`'s sweep, its store the tracking store and its folder the working folder."""
     folder, sweep = tied_store
-    monkeypatch.chdir(folder)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
-    monkeypatch.delenv(PARENT_RUN, raising=False)
+    tracking_in(folder, monkeypatch)
     yield sweep
     mlflow.set_tracking_uri(None)
 

@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import runpy
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -87,14 +88,15 @@ def _stop_the_rest() -> None:
 class Started:
     """A command started by `start`: the part of subprocess.Popen's interface the tests use."""
 
-    def __init__(self, args: Sequence[str], cwd, env, stdout, stderr) -> None:
+    def __init__(self, module: str, args: Sequence[str], cwd, env, stdout, stderr) -> None:
         self.args = [os.fspath(arg) for arg in args]  # as subprocess takes paths
-        self._folder = Path(tempfile.mkdtemp(prefix="command-"))
-        self._outputs = {}
-        for name, choice in (("stdout", stdout), ("stderr", stderr)):
-            # inherited (None) as DEVNULL: the tests that leave them so do not read them
-            self._outputs[name] = self._folder / name if choice == subprocess.PIPE else None
-        module = _module_of(args)
+        piped = subprocess.PIPE in (stdout, stderr)
+        self._folder = Path(tempfile.mkdtemp(prefix="command-")) if piped else None
+        # inherited (None) as DEVNULL: the tests that leave them so do not read them
+        self._outputs = {
+            name: self._folder / name if choice == subprocess.PIPE else None
+            for name, choice in (("stdout", stdout), ("stderr", stderr))
+        }
         self._process = _context.Process(
             target=_run_module,
             args=(
@@ -123,7 +125,8 @@ class Started:
     def communicate(self, timeout: float | None = None) -> tuple[str | None, str | None]:
         self.wait(timeout)
         said = self._read("stdout"), self._read("stderr")
-        shutil.rmtree(self._folder, ignore_errors=True)
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
         return said
 
     def _read(self, name: str) -> str | None:
@@ -137,20 +140,21 @@ class Started:
             os.kill(self.pid, number)
 
     def kill(self) -> None:
-        self.send_signal(9)
+        self.send_signal(signal.SIGKILL)
 
     def terminate(self) -> None:
-        self.send_signal(15)
+        self.send_signal(signal.SIGTERM)
 
 
 def start(args: Sequence[str], **popen):
     """subprocess.Popen(args, **popen); for `python -m sweep...` (stdout and stderr: PIPE, DEVNULL
     or inherited, text), through the preloaded server."""
-    if _module_of(args) is None:
+    module = _module_of(args)
+    if module is None:
         return subprocess.Popen(args, **popen)
     unknown = set(popen) - {"cwd", "env", "stdout", "stderr", "text"}
     assert not unknown, f"processes.start does not take {sorted(unknown)}"
-    return Started(args, popen.get("cwd"), popen.get("env"), popen.get("stdout"), popen.get("stderr"))
+    return Started(module, args, popen.get("cwd"), popen.get("env"), popen.get("stdout"), popen.get("stderr"))
 
 
 def run(args: Sequence[str], **options) -> subprocess.CompletedProcess:
@@ -158,12 +162,11 @@ def run(args: Sequence[str], **options) -> subprocess.CompletedProcess:
     through the preloaded server."""
     if _module_of(args) is None:
         return subprocess.run(args, **options)
-    assert options.get("capture_output") and options.get("text"), "processes.run captures text output"
-    unknown = set(options) - {"cwd", "env", "timeout", "capture_output", "text"}
-    assert not unknown, f"processes.run does not take {sorted(unknown)}"
-    process = Started(args, options.get("cwd"), options.get("env"), subprocess.PIPE, subprocess.PIPE)
+    assert options.pop("capture_output", False) and options.get("text"), "processes.run captures text output"
+    timeout = options.pop("timeout", None)
+    process = start(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **options)
     try:
-        stdout, stderr = process.communicate(timeout=options.get("timeout"))
+        stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
