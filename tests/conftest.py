@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import mlflow
 import pytest
 
 from helpers.commands import runs_in, sweep
@@ -52,18 +51,6 @@ def real_sweep(tmp_path_factory, small_kb_files) -> tuple[str, dict[str, str], P
     children = {r.data.params["model"]: r.info.run_id for r in runs if r.data.tags.get("mlflow.parentRunId")}
     assert sorted(children) == ["bm25", "tfidf"]
     return store, children, cwd, result.stdout
-
-
-@pytest.fixture(scope="session")
-def blank_store(tmp_path_factory) -> Path:
-    """An empty SQLite store made by MLflow once per session; `helpers.stores.copy_blank_store`
-    gives a test its own copy."""
-    folder = tmp_path_factory.mktemp("blank-store")
-    uri = f"sqlite:///{folder / 'mlflow.db'}"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(folder)  # where MLflow puts the Default experiment's artifacts: rewritten in each copy
-        mlflow.MlflowClient(tracking_uri=uri).search_experiments()
-    return folder / "mlflow.db"
 
 
 CHROMIUM = ("chromium", "chromedriver")  # Debian's packages `chromium` and `chromium-driver`

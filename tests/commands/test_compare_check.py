@@ -63,9 +63,9 @@ class Store:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory, blank_store) -> Store:
+def store(tmp_path_factory) -> Store:
     folder = tmp_path_factory.mktemp("compare-store")
-    copy_blank_store(blank_store, folder)
+    copy_blank_store(folder)
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(folder)

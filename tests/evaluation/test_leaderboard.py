@@ -139,12 +139,12 @@ def tracking_in(folder: Path, patch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def tied_store(tmp_path_factory, blank_store) -> tuple[Path, tuple[str, dict[str, str], SweepSummary]]:
+def tied_store(tmp_path_factory) -> tuple[Path, tuple[str, dict[str, str], SweepSummary]]:
     """A sweep logged in process on a real SQLite store, once for the tests that read it: `good`,
     `twin` (the same rankings: tied, and faster) and `worse` (8 of 40 questions' relevant document
     at rank 3: not tied, fastest)."""
     folder = tmp_path_factory.mktemp("tied-sweep")
-    copy_blank_store(blank_store, folder)
+    copy_blank_store(folder)
     with pytest.MonkeyPatch.context() as patch:
         tracking_in(folder, patch)
         g = golden()

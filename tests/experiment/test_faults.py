@@ -113,7 +113,9 @@ def test_good_settings_pass_and_costly_ones_are_warned_about(caplog):
 
 @pytest.mark.slow
 def test_a_bad_value_in_one_combination_stops_the_whole_sweep_before_it_starts(tmp_path, small_kb_files):
-    result = sweep(tmp_path, small_kb_files, "-m", "index=hnsw", "index.M=16,0,32")  # FAISS would abort on M=0
+    result = sweep(
+        tmp_path, small_kb_files, "-m", "index=hnsw", "index.M=16,0,32", new_store=True
+    )  # FAISS would abort on M=0
     assert result.returncode == 2
     assert one_error_line(result.stderr).startswith("index.M=0: must be an integer from 2 to 1024")
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "cache").exists()
@@ -433,7 +435,9 @@ def test_a_garbage_cache_file_gives_the_right_numbers_end_to_end(tmp_path, small
 @pytest.mark.slow
 def test_a_cache_dir_that_is_a_file_fails_before_embedding(tmp_path, small_kb_files):
     (tmp_path / "blocker").write_text("x")
-    args, env = sweep_command(tmp_path, small_kb_files, "chunk=0", env={"SWEEP_CACHE_DIR": str(tmp_path / "blocker")})
+    args, env = sweep_command(
+        tmp_path, small_kb_files, "chunk=0", env={"SWEEP_CACHE_DIR": str(tmp_path / "blocker")}, new_store=True
+    )
     args = [a for a in args if not a.startswith("cache_dir=")]  # the environment variable decides
     result = processes.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2
@@ -576,7 +580,7 @@ def test_a_store_that_cannot_be_used_is_one_line_within_seconds(tmp_path, small_
 def test_two_sweeps_starting_at_once_on_a_new_store_both_keep_all_their_runs(tmp_path, small_kb_files):
     started = []
     for chunk in ("0", "64"):
-        args, env = sweep_command(tmp_path, small_kb_files, "-m", "model=bm25,tfidf", f"chunk={chunk}")
+        args, env = sweep_command(tmp_path, small_kb_files, "-m", "model=bm25,tfidf", f"chunk={chunk}", new_store=True)
         started.append(
             processes.start(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         )

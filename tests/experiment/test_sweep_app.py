@@ -185,7 +185,7 @@ def test_a_failing_combination_is_a_failed_child_the_sweep_goes_on_and_exits_1(t
 
 @pytest.mark.slow
 def test_bad_input_in_a_single_run_is_one_line_and_exit_code_2(tmp_path, small_kb_files):
-    result = sweep(tmp_path, small_kb_files, "chunk=-3", "model=bm25")
+    result = sweep(tmp_path, small_kb_files, "chunk=-3", "model=bm25", new_store=True)
     assert result.returncode == 2
     assert result.stderr.strip() == "error: chunk=-3: must be an integer >= 0"
     assert not (tmp_path / "mlflow.db").exists()  # checked before anything was opened or logged

@@ -14,10 +14,18 @@ from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
 from helpers import processes
+from helpers.stores import copy_blank_store
 
 
-def sweep_command(cwd: Path, data: Path, *overrides: str, env: dict | None = None) -> tuple[list[str], dict]:
-    """`python -m sweep OVERRIDES` on `data`, everything it writes under `cwd`: (argv, environment)."""
+def sweep_command(
+    cwd: Path, data: Path, *overrides: str, env: dict | None = None, new_store: bool = False
+) -> tuple[list[str], dict]:
+    """`python -m sweep OVERRIDES` on `data`, everything it writes under `cwd`: (argv, environment).
+    Its store, `cwd`/mlflow.db unless `env` names another, is a copy of MLflow's blank store where it
+    does not exist yet (MLflow takes seconds to make one); `new_store`: the command makes it, for a
+    test of what a command creates or leaves uncreated."""
+    if not new_store and "MLFLOW_TRACKING_URI" not in (env or {}) and not (cwd / "mlflow.db").exists():
+        copy_blank_store(cwd)
     args = [
         sys.executable, "-m", "sweep", *overrides,
         f"golden.path={data / 'golden.jsonl'}", f"golden.corpus={data / 'corpus.jsonl'}",
@@ -26,8 +34,10 @@ def sweep_command(cwd: Path, data: Path, *overrides: str, env: dict | None = Non
     return args, {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | (env or {})
 
 
-def sweep(cwd: Path, data: Path, *overrides: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    args, environment = sweep_command(cwd, data, *overrides, env=env)
+def sweep(
+    cwd: Path, data: Path, *overrides: str, env: dict | None = None, new_store: bool = False
+) -> subprocess.CompletedProcess:
+    args, environment = sweep_command(cwd, data, *overrides, env=env, new_store=new_store)
     return processes.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
 
 

@@ -29,8 +29,23 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-# imported once in the server: the costly imports of `python -m sweep` and its sibling commands
-PRELOAD = ["helpers.preload"]
+# Imported once in the server: the costly imports of `python -m sweep` and of its sibling
+# commands, including those MLflow, Hydra and sentence-transformers make lazily in every run.
+# Importing only: no model is loaded, no store opened, no thread started. Names importable from
+# site-packages: Python 3.11's forkserver imports them without this process's sys.path (tests/),
+# and skips any it cannot import, which `_run_module` turns into a failure.
+PRELOAD = [
+    "bm25s", "faiss", "IPython", "git", "matplotlib.pyplot", "sentence_transformers.models",
+    "transformers.generation.utils", "transformers.models.bert.modeling_bert",
+    "transformers.models.bert.tokenization_bert", "sqlalchemy.dialects.sqlite",
+    "mlflow", "mlflow.store.tracking.sqlalchemy_store", "mlflow.store.tracking.sqlalchemy_workspace_store",
+    "mlflow.tracing.processor.otel_metrics_mixin",
+    "hydra_plugins.hydra_joblib_launcher.joblib_launcher", "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper",
+    "hydra_plugins.hydra_ray_launcher.ray_launcher",
+    "sweep.best", "sweep.check", "sweep.compare", "sweep.evaluate", "sweep.experiment.cli",
+    "sweep.experiment.trial", "sweep.retrieval.dense", "sweep.retrieval.index", "sweep.retrieval.lexical",
+    "sweep.retrieval.pipeline", "sweep.tracking.lifecycle", "sweep.tracking.logger", "sweep.tracking.sweeps",
+]  # fmt: skip
 _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(PRELOAD)
 
@@ -46,6 +61,8 @@ def _module_of(args: Sequence[str]) -> str | None:
 def _run_module(module: str, argv: list[str], cwd: str, env: dict[str, str], stdout: str, stderr: str) -> None:
     """In the forked child: become `python -m module argv...` in `cwd` with `env`, writing to the
     files `stdout` and `stderr`, then exit as the interpreter would."""
+    missing = [name for name in PRELOAD if name not in sys.modules]
+    assert not missing, f"the forkserver could not import {missing}: run `python -c 'import {missing[0]}'`"
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
@@ -56,6 +73,7 @@ def _run_module(module: str, argv: list[str], cwd: str, env: dict[str, str], std
     sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)  # noqa: SIM115
     sys.argv = [module, *argv]
+    sys.modules.pop(module, None)  # preloaded, as the command's imports: `python -m` runs it anew as __main__
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exit_:

@@ -4,12 +4,15 @@ middle of a write), a small full filesystem of a test's own, and a process bound
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from contextlib import closing
 from pathlib import Path
 
@@ -94,12 +97,24 @@ def on_a_full_disk(
     return int((cwd / "rc").read_text()), (cwd / "err.txt").read_text()
 
 
-def copy_blank_store(blank: Path, folder: Path) -> Path:
-    """`folder`/mlflow.db as MLflow makes a new store there, copied from `blank` (made by MLflow,
-    empty) rather than made: MLflow takes seconds per store to create its tables. The one thing MLflow
-    writes that depends on the folder, the Default experiment's artifact location, is rewritten."""
+@functools.cache
+def blank_store() -> Path:
+    """An empty SQLite store made by MLflow (its tables, the Default experiment), once per test
+    process, in a temporary folder removed at exit."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore  # what MLflow opens a sqlite:// store with
+
+    folder = Path(tempfile.mkdtemp(prefix="blank-store-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    SqlAlchemyStore(f"sqlite:///{folder / 'mlflow.db'}", (folder / "mlruns").as_uri()).engine.dispose()
+    return folder / "mlflow.db"
+
+
+def copy_blank_store(folder: Path) -> Path:
+    """`folder`/mlflow.db as MLflow makes a new store there, copied from `blank_store()` rather
+    than made: MLflow takes seconds per store to create its tables. The one thing MLflow writes
+    that depends on the folder, the Default experiment's artifact location, is rewritten."""
     database = folder / "mlflow.db"
-    shutil.copyfile(blank, database)
+    shutil.copyfile(blank_store(), database)
     with closing(sqlite3.connect(database)) as connection, connection:
         connection.execute(
             "UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0", (str(folder / "mlruns" / "0"),)

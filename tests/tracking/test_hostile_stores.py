@@ -51,11 +51,11 @@ def log_failed(golden_set) -> str:
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch, blank_store) -> SimpleNamespace:
+def store(tmp_path, monkeypatch) -> SimpleNamespace:
     """A store in tmp_path/store logged in process: `good`, `worse` (8 questions broken) and `failed`."""
     folder = tmp_path / "store"
     folder.mkdir()
-    copy_blank_store(blank_store, folder)
+    copy_blank_store(folder)
     monkeypatch.chdir(folder)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
     monkeypatch.delenv(PARENT_RUN, raising=False)

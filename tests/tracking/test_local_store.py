@@ -26,10 +26,10 @@ T0 = 1_700_000_000_000  # ms
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory, blank_store) -> tuple[Path, dict[str, str]]:
+def store(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """(the SQLite file, {name: run id}) of a store made and written by MLflow."""
     folder = tmp_path_factory.mktemp("local-store")
-    copy_blank_store(blank_store, folder)
+    copy_blank_store(folder)
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(folder)

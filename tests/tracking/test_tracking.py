@@ -31,8 +31,8 @@ from sweep.tracking import (
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch, blank_store):
-    copy_blank_store(blank_store, tmp_path)
+def store(tmp_path, monkeypatch):
+    copy_blank_store(tmp_path)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
