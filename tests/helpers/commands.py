@@ -18,10 +18,11 @@ from helpers.stores import copy_blank_store
 
 
 def sweep_command(
-    cwd: Path, data: Path, *overrides: str, env: dict | None = None, new_store: bool = False
+    cwd: Path, data: Path, *overrides: str, env: dict | None = None, new_store: bool = False, cache: Path | None = None
 ) -> tuple[list[str], dict]:
     """`python -m sweep OVERRIDES` on `data`, everything it writes under `cwd`: (argv, environment).
-    Its store, `cwd`/mlflow.db unless `env` names another, is a copy of MLflow's blank store where it
+    Its embedding cache is `cache`, default `cwd`/cache (a cache several tests share holds the same
+    vectors: its keys hash the model and the texts). Its store, `cwd`/mlflow.db unless `env` names another, is a copy of MLflow's blank store where it
     does not exist yet (MLflow takes seconds to make one); `new_store`: the command makes it, for a
     test of what a command creates or leaves uncreated."""
     if not new_store and "MLFLOW_TRACKING_URI" not in (env or {}) and not (cwd / "mlflow.db").exists():
@@ -29,15 +30,15 @@ def sweep_command(
     args = [
         sys.executable, "-m", "sweep", *overrides,
         f"golden.path={data / 'golden.jsonl'}", f"golden.corpus={data / 'corpus.jsonl'}",
-        f"cache_dir={cwd / 'cache'}", f"hydra.run.dir={cwd / 'outputs'}", f"hydra.sweep.dir={cwd / 'multirun'}",
+        f"cache_dir={cache or cwd / 'cache'}", f"hydra.run.dir={cwd / 'outputs'}", f"hydra.sweep.dir={cwd / 'multirun'}",
     ]  # fmt: skip
     return args, {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | (env or {})
 
 
 def sweep(
-    cwd: Path, data: Path, *overrides: str, env: dict | None = None, new_store: bool = False
+    cwd: Path, data: Path, *overrides: str, env: dict | None = None, new_store: bool = False, cache: Path | None = None
 ) -> subprocess.CompletedProcess:
-    args, environment = sweep_command(cwd, data, *overrides, env=env, new_store=new_store)
+    args, environment = sweep_command(cwd, data, *overrides, env=env, new_store=new_store, cache=cache)
     return processes.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
 
 
