@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
@@ -48,3 +49,27 @@ def write_kb_slice(
     (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in kept))
     (folder / "golden.jsonl").write_text("".join(json.dumps(q) + "\n" for q in answerable + nothing))
     return folder
+
+
+# ids of different lengths, so that tie-breaking by string order ("d10" < "d9") matters
+DOC_IDS = [f"d{i}" for i in range(1, 16)] + ["D1", "a", "zz", "007"]
+
+
+def random_judgments(
+    seed: int, cases: int, grades: Sequence[int], scores: Sequence[float]
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, float]]]:
+    """`cases` random (qrels, run) pairs in one, as {qid: {doc: grade}} and {qid: {doc: score}},
+    each case's questions named `c<case>-q<n>`: a question is scored on its own judgments and
+    ranking, so one evaluation checks every case. A case has 1 to 8 questions with 1 to 10 judged
+    documents each; its first question and about half of the others are in the run (the rest
+    retrieved nothing), each with 1 to 12 documents whose few distinct scores make ties common:
+    runs shorter than k and longer than the deepest cutoff."""
+    rng = random.Random(seed)
+    qrels, run = {}, {}
+    for case in range(cases):
+        for n in range(rng.randint(1, 8)):
+            qid = f"c{case}-q{n}"
+            qrels[qid] = {doc: rng.choice(grades) for doc in rng.sample(DOC_IDS, rng.randint(1, 10))}
+            if n == 0 or rng.random() < 0.5:
+                run[qid] = {doc: rng.choice(scores) for doc in rng.sample(DOC_IDS, rng.randint(1, 12))}
+    return qrels, run
