@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,21 @@ from helpers.data import golden_of, ranked, write_kb_slice
 from sweep.formats.corpus import Corpus, load_corpus
 from sweep.formats.golden import GoldenSet, load_golden
 from sweep.formats.runs import Run
+
+IN_MEMORY = Path("/dev/shm")  # a tmpfs on Linux
+ROOM_NEEDED = 4 * 2**30  # what a whole run of the suite writes, with margin
+
+
+def pytest_configure(config):
+    """Scratch folders (tmp_path, tempfile, the commands' and servers' temporary files) in memory
+    where the machine has room there: SQLite waits about 6 ms for the disk at every commit and
+    MLflow commits dozens of times per run, so on disk the suite waited more than it computed.
+    The stores are the same SQLite files. Set here, in the first process, before pytest picks its
+    base folder and before xdist starts the workers, which inherit the environment."""
+    if "TMPDIR" not in os.environ and IN_MEMORY.is_dir() and os.access(IN_MEMORY, os.W_OK):
+        if shutil.disk_usage(IN_MEMORY).free >= ROOM_NEEDED:
+            os.environ["TMPDIR"] = str(IN_MEMORY)
+            tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
 
 @pytest.fixture
