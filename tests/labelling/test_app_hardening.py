@@ -58,7 +58,8 @@ def app(tmp_path, small_kb_files) -> Iterator[App]:
     shutil.copyfile(small_kb_files / "golden.jsonl", golden)
     corpus = load_corpus(small_kb_files / "corpus.jsonl")
     serving = server(create_app(open_golden(golden, corpus), Queue()), 0)
-    threading.Thread(target=serving.serve_forever, daemon=True).start()
+    # polled every 50 ms (werkzeug's default, 0.5 s, is what each test's shutdown would wait)
+    threading.Thread(target=serving.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     port = serving.server_address[1]
     try:
         yield App(f"http://127.0.0.1:{port}", port, golden, corpus)
