@@ -20,7 +20,6 @@ import mlflow
 import numpy as np
 import pytest
 from hydra.errors import ConfigCompositionException
-from transformers import AutoTokenizer
 
 from helpers import processes
 from helpers.commands import compose_config, runs_in, sweep
@@ -360,6 +359,8 @@ def test_chunks_and_truncation_are_measured_by_the_configured_model(tmp_path, sm
     pipeline = build_pipeline(cfg)
     assert pipeline.chunker.tokenizer.name_or_path == str(minilm_128)  # the chunker measures in the model's tokens
     retrieval = pipeline.retrieve(corpus, golden)
+    from transformers import AutoTokenizer  # here: collecting the quick tests need not import transformers
+
     tokenizer = AutoTokenizer.from_pretrained(minilm_128)
     lengths = np.array([len(tokenizer(c.text)["input_ids"]) for c in retrieval.chunks])  # with [CLS] and [SEP]
     assert (
