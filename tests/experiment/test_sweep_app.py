@@ -23,6 +23,7 @@ from hydra.errors import ConfigCompositionException
 
 from helpers import processes
 from helpers.commands import compose_config, runs_in, sweep
+from helpers.stores import copy_blank_store
 from sweep.evaluation import score
 from sweep.experiment.cli import measured_overrides, preflight, verbosity_flags
 from sweep.experiment.trial import build_pipeline
@@ -199,10 +200,13 @@ def free_port() -> int:
 @pytest.mark.slow
 def test_a_sweep_against_a_real_mlflow_server(tmp_path, small_kb_files):
     port = free_port()
+    (tmp_path / "server").mkdir()
+    backend = copy_blank_store(tmp_path / "server")  # the server's own store, made by MLflow as it would make it
     server = processes.start(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}", "--workers", "1"],
+         "--backend-store-uri", f"sqlite:///{backend}", "--workers", "1"],
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},  # GenAI jobs: seconds to start and stop
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
@@ -215,7 +219,7 @@ def test_a_sweep_against_a_real_mlflow_server(tmp_path, small_kb_files):
             except OSError:
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise
-                time.sleep(0.5)
+                time.sleep(0.1)
         result = sweep(tmp_path, small_kb_files, "-m", "model=bm25,tfidf", env={"MLFLOW_TRACKING_URI": url})
         assert result.returncode == 0, result.stderr[-3000:]
         _, runs = runs_in(url)
