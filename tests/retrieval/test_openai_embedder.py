@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from sweep.errors import InputError
 from sweep.retrieval.chunking import TokenChunker
 from sweep.retrieval.endpoints import APIReranker, OpenAIEmbedder
 from sweep.retrieval.lexical import TfidfRetriever
-from sweep.retrieval.pipeline import Pipeline
+from sweep.retrieval.pipeline import Pipeline, one_torch_thread
 from sweep.retrieval.rerank import CrossEncoderReranker
 
 SERVER = Path(__file__).parents[1] / "helpers" / "embedding_server.py"
@@ -105,36 +106,59 @@ def sweep_with_endpoint(cwd: Path, server, data: Path, *overrides: str) -> subpr
     return sweep(cwd, data, *endpoint, *overrides, env={"OPENAI_API_KEY": KEY})
 
 
-def test_the_endpoint_scores_as_the_local_model_and_a_second_run_sends_nothing(tmp_path, clean, small_kb_files):
-    (tmp_path / "local").mkdir()
-    local = sweep(tmp_path / "local", small_kb_files)
+class FirstRun(NamedTuple):
+    cwd: Path
+    result: subprocess.CompletedProcess
+    sent: int  # requests the server counted during the run
+    metrics: dict[str, float]
+    cache_entries: list[str]
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory, server, small_kb_files) -> FirstRun:
+    """A clean run with the endpoint and an empty cache, what it sent, logged and cached, read
+    before any other run: the run a second one repeats from the cache, and a run through faults
+    must equal."""
+    cwd = tmp_path_factory.mktemp("api")
+    server.faults()
+    before = server.requests()
+    result = sweep_with_endpoint(cwd, server, small_kb_files, "model.embedder.price_per_mtok=0.02")
+    assert result.returncode == 0, result.stderr[-2000:]
+    sent = server.requests() - before
+    [run] = runs_in(f"sqlite:///{cwd / 'mlflow.db'}")[1]
+    return FirstRun(cwd, result, sent, run.data.metrics, sorted(p.name for p in (cwd / "cache").glob("*.npz")))
+
+
+def test_the_endpoint_scores_as_the_local_model_and_a_second_run_sends_nothing(
+    tmp_path, clean, first_run, small_kb_files
+):
+    local = sweep(tmp_path, small_kb_files)
     assert local.returncode == 0, local.stderr[-2000:]
-    (tmp_path / "api").mkdir()
+    api, first = first_run.cwd, first_run.result
     before = clean.requests()
-    first = sweep_with_endpoint(tmp_path / "api", clean, small_kb_files, "model.embedder.price_per_mtok=0.02")
-    assert first.returncode == 0, first.stderr[-2000:]
-    sent = clean.requests() - before
-    second = sweep_with_endpoint(tmp_path / "api", clean, small_kb_files, "model.embedder.price_per_mtok=0.02")
+    second = sweep_with_endpoint(api, clean, small_kb_files, "model.embedder.price_per_mtok=0.02")
     assert second.returncode == 0, second.stderr[-2000:]
-    assert clean.requests() - before == sent > 0  # the second run: not one request
-    _, local_runs = runs_in(f"sqlite:///{tmp_path / 'local' / 'mlflow.db'}")
-    _, api_runs = runs_in(f"sqlite:///{tmp_path / 'api' / 'mlflow.db'}")
+    assert clean.requests() == before and first_run.sent > 0  # the second run: not one request
+    _, local_runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    _, api_runs = runs_in(f"sqlite:///{api / 'mlflow.db'}")
     first_run, second_run = sorted(api_runs, key=lambda r: r.info.start_time)
     assert round(first_run.data.metrics["ndcg_at_10"], 4) == round(local_runs[0].data.metrics["ndcg_at_10"], 4)
     assert second_run.data.metrics["ndcg_at_10"] == first_run.data.metrics["ndcg_at_10"]
     assert first_run.data.metrics["embed/tokens"] > 0 and first_run.data.metrics["cost/embed_usd"] > 0
     assert second_run.data.metrics["embed/requests"] == 0 and second_run.data.metrics["cost/embed_usd"] == 0
     assert second_run.data.metrics["embed/query_requests"] == 0
-    written = [tmp_path / "api" / "mlflow.db", *(tmp_path / "api").rglob("*")]
+    written = [api / "mlflow.db", *api.rglob("*")]
     leaked = [p for p in written if p.is_file() and KEY.encode() in p.read_bytes()]
     assert leaked == [] and KEY not in first.stdout + first.stderr + second.stdout + second.stderr
 
 
 def test_faults_are_retried_to_the_same_vectors_and_counted(clean):
-    texts = [f"chunk number {i} about annual leave and expenses" for i in range(300)]
-    expected = embedder(clean, batch_size=16).encode_documents(texts)
-    clean.faults(every=12, rate_limit=2, server_error=5, slow=8, slow_s=10)  # held past the 6 s timeout
-    faulty = embedder(clean, batch_size=16, timeout=6, max_concurrency=2)
+    # 19 requests of 4 short texts, each encoded in tenths of a second; the 8th attempt from the
+    # faults' setting is held past the 3 s timeout
+    texts = [f"chunk number {i} about annual leave and expenses" for i in range(76)]
+    expected = embedder(clean, batch_size=4).encode_documents(texts)
+    clean.faults(every=20, rate_limit=2, server_error=5, slow=8, slow_s=6)
+    faulty = embedder(clean, batch_size=4, timeout=3, max_concurrency=2)
     vectors = faulty.encode_documents(texts)
     np.testing.assert_allclose(vectors, expected, atol=1e-6)
     stats = faulty.stats()
@@ -181,7 +205,10 @@ def test_a_refused_key_is_named_never_shown(clean, monkeypatch):
 
 def test_a_wrong_dimension_fails_the_run_with_one_line_and_caches_nothing(tmp_path, clean, small_kb_files):
     clean.faults(width=100)
-    result = sweep_with_endpoint(tmp_path, clean, small_kb_files, "model.embedder.dimensions=384")
+    # batches of 4: the first answer comes back before the server has encoded all 34 chunks
+    result = sweep_with_endpoint(
+        tmp_path, clean, small_kb_files, "model.embedder.dimensions=384", "model.embedder.batch_size=4"
+    )
     assert result.returncode == 2
     assert "returned 100-dimensional vectors" in one_error_line(result.stderr)
     assert not list((tmp_path / "cache").glob("*.npz"))
@@ -203,7 +230,8 @@ def test_the_rerank_endpoint_orders_as_the_local_cross_encoder(small_kb, clean, 
     local = CrossEncoderReranker(model=str(rerank_model), candidates=6)
     corpus, golden = small_kb
     by_api = Pipeline(TokenChunker(0), TfidfRetriever(), reranker=remote).retrieve(corpus, golden)
-    by_model = Pipeline(TokenChunker(0), TfidfRetriever(), reranker=local).retrieve(corpus, golden)
+    with one_torch_thread():  # as the server runs it: the same sums in the same order, to 1e-6
+        by_model = Pipeline(TokenChunker(0), TfidfRetriever(), reranker=local).retrieve(corpus, golden)
     assert by_api.contexts.keys() == by_model.contexts.keys()
     for qid, hits in by_model.contexts.items():
         assert [i for i, _ in by_api.contexts[qid]] == [i for i, _ in hits], qid
@@ -220,17 +248,17 @@ def test_a_known_model_gets_its_list_price_unless_one_is_given(server):
     assert OpenAIEmbedder(model=MODEL).price_per_mtok is None  # a self-hosted model: no list price
 
 
-def test_a_run_through_faults_scores_as_a_clean_run_and_caches_each_entry_once(tmp_path, clean, small_kb_files):
-    for folder in ("clean", "faulty"):
-        (tmp_path / folder).mkdir()
-    assert sweep_with_endpoint(tmp_path / "clean", clean, small_kb_files).returncode == 0
-    clean.faults(every=20, rate_limit=3, server_error=7, slow=11, slow_s=12)  # 429 Retry-After 1, 500, a timeout
+def test_a_run_through_faults_scores_as_a_clean_run_and_caches_each_entry_once(
+    tmp_path, clean, first_run, small_kb_files
+):
+    clean.faults(every=20, rate_limit=3, server_error=7, slow=11, slow_s=8)  # 429 Retry-After 1, 500, a timeout
     # small batches, one at a time: the server encodes in turn, so only the held request may time out
-    small = ("model.embedder.batch_size=16", "model.embedder.max_concurrency=1", "model.embedder.timeout=10")
-    faulty = sweep_with_endpoint(tmp_path / "faulty", clean, small_kb_files, *small)
+    # (a batch takes 1 to 3 s; another that timed out would only add a retry)
+    small = ("model.embedder.batch_size=16", "model.embedder.max_concurrency=1", "model.embedder.timeout=6")
+    faulty = sweep_with_endpoint(tmp_path, clean, small_kb_files, *small)
     assert faulty.returncode == 0, faulty.stderr[-2000:]
-    metrics = {f: runs_in(f"sqlite:///{tmp_path / f / 'mlflow.db'}")[1][0].data.metrics for f in ("clean", "faulty")}
+    metrics = {"clean": first_run.metrics, "faulty": runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")[1][0].data.metrics}
     assert metrics["faulty"]["ndcg_at_10"] == metrics["clean"]["ndcg_at_10"]
     assert metrics["faulty"]["embed/retries"] >= 3 and metrics["clean"]["embed/retries"] == 0
-    entries = {f: sorted(p.name for p in (tmp_path / f / "cache").glob("*.npz")) for f in ("clean", "faulty")}
+    entries = {"clean": first_run.cache_entries, "faulty": sorted(p.name for p in (tmp_path / "cache").glob("*.npz"))}
     assert entries["faulty"] == entries["clean"] and entries["clean"]  # the same entries, each written once
