@@ -502,7 +502,8 @@ def test_a_run_whose_process_was_killed_is_marked_killed_by_the_next_one(tmp_pat
 def test_a_signal_during_a_sweep_kills_the_run_and_the_sweep_and_keeps_what_finished(
     tmp_path, small_kb_files, number, code
 ):
-    args, env = sweep_command(tmp_path, small_kb_files, "-m", "chunk=40,48,64,96,128,160")  # each embeds anew
+    # whole documents first (quick), then chunks that each embed anew: the signal comes in the 2nd
+    args, env = sweep_command(tmp_path, small_kb_files, "-m", "chunk=0,40,48,64,96,128")
     process = processes.start(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(
         tmp_path / "mlflow.db",
@@ -576,17 +577,25 @@ def test_a_store_that_cannot_be_used_is_one_line_within_seconds(tmp_path, small_
     assert (tmp_path / "garbage.db").read_bytes() == b"garbage, not SQLite " * 100  # left as it was
 
 
-@pytest.mark.slow
-def test_two_sweeps_starting_at_once_on_a_new_store_both_keep_all_their_runs(tmp_path, small_kb_files):
+@pytest.fixture(scope="module")
+def two_sweeps(tmp_path_factory, small_kb_files) -> str:
+    """Two sweeps started at the same moment on a store that does not exist yet (each would make
+    it), both finished: the store (sqlite:///...)."""
+    folder = tmp_path_factory.mktemp("two-sweeps")
     started = []
     for chunk in ("0", "64"):
-        args, env = sweep_command(tmp_path, small_kb_files, "-m", "model=bm25,tfidf", f"chunk={chunk}", new_store=True)
+        args, env = sweep_command(folder, small_kb_files, "-m", "model=bm25,tfidf", f"chunk={chunk}", new_store=True)
         started.append(
-            processes.start(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            processes.start(args, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         )
     results = [(p, *p.communicate(timeout=300)) for p in started]
     assert [p.returncode for p, _, _ in results] == [0, 0], [e[-2000:] for _, _, e in results]
-    _, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return f"sqlite:///{folder / 'mlflow.db'}"
+
+
+@pytest.mark.slow
+def test_two_sweeps_starting_at_once_on_a_new_store_both_keep_all_their_runs(two_sweeps):
+    _, runs = runs_in(two_sweeps)
     assert len(runs) == 6 and {r.info.status for r in runs} == {"FINISHED"}
     assert sorted(r.data.params.get("chunk", "parent") for r in runs) == ["0", "0", "64", "64", "parent", "parent"]
 
@@ -614,9 +623,8 @@ def test_a_lookup_creates_no_store(tmp_path):
 
 
 @pytest.mark.slow
-def test_best_checks_its_arguments_and_quotes_cannot_break_its_filter(tmp_path, small_kb_files):
-    assert sweep(tmp_path, small_kb_files, "-m", "model=bm25,tfidf", "chunk=0").returncode == 0
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_best_checks_its_arguments_and_quotes_cannot_break_its_filter(tmp_path, two_sweeps):
+    store = two_sweeps  # a store with sweeps in it, which sweep.best only reads
     cases = [
         (
             ["--output", str(tmp_path)],

@@ -120,3 +120,12 @@ def copy_blank_store(folder: Path) -> Path:
             "UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0", (str(folder / "mlruns" / "0"),)
         )
     return database
+
+
+def relocate(folder: Path, written_in: str | Path) -> None:
+    """`folder`/mlflow.db, copied with its mlruns/ from `written_in`, pointed at the artifacts beside
+    it: MLflow keeps each experiment's and run's artifact location as an absolute path or URI in
+    the database, so moving a store means rewriting that prefix (a plain SQL UPDATE on the copy)."""
+    with closing(sqlite3.connect(folder / "mlflow.db")) as connection, connection:
+        for table, column in (("experiments", "artifact_location"), ("runs", "artifact_uri")):
+            connection.execute(f"UPDATE {table} SET {column} = replace({column}, ?, ?)", (str(written_in), str(folder)))

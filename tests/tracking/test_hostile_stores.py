@@ -8,7 +8,6 @@ runs' states after it. The digest rules are checked in process.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import shutil
@@ -26,17 +25,19 @@ from helpers import processes
 from helpers.commands import one_error_line, sweep, sweep_command, wait_for
 from helpers.data import golden_of
 from helpers.logged import BROKEN, golden, log_run, rankings
-from helpers.stores import command, copy_blank_store, leave_a_hot_journal, on_a_full_disk, states
+from helpers.stores import command, copy_blank_store, leave_a_hot_journal, on_a_full_disk, relocate, states
 from sweep.formats.corpus import Corpus, Document
 from sweep.tracking import (
     GOLDEN_DIGEST,
     PARENT_RUN,
     SUPERSEDED_BY,
+    connect,
     golden_dataset,
     golden_digest,
     log_golden_input,
     scored_on,
     trial_run,
+    use_experiment,
 )
 
 SWEEP = ("-m", "model=bm25,tfidf", "chunk=0,200")  # 4 lexical combinations: quick to kill and resume
@@ -50,24 +51,36 @@ def log_failed(golden_set) -> str:
     return run.run_id
 
 
-@pytest.fixture
-def store(tmp_path, monkeypatch) -> SimpleNamespace:
-    """A store in tmp_path/store logged in process: `good`, `worse` (8 questions broken) and `failed`."""
-    folder = tmp_path / "store"
-    folder.mkdir()
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A store logged in process once, which each test's `store` copies: its folder and the run ids."""
+    folder = tmp_path_factory.mktemp("logged")
     copy_blank_store(folder)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
+        patch.delenv(PARENT_RUN, raising=False)
+        g = golden()
+        ids = {
+            "good": log_run("good", g, rankings(g)),
+            "worse": log_run("worse", g, rankings(g, BROKEN)),
+            "failed": log_failed(g),
+        }
+    mlflow.set_tracking_uri(None)
+    return folder, ids
+
+
+@pytest.fixture
+def store(logged, tmp_path, monkeypatch) -> SimpleNamespace:
+    """A store in tmp_path/store logged in process: `good`, `worse` (8 questions broken) and `failed`."""
+    template, ids = logged
+    folder = tmp_path / "store"
+    shutil.copytree(template, folder)
+    relocate(folder, template)
     monkeypatch.chdir(folder)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
     monkeypatch.delenv(PARENT_RUN, raising=False)
-    g = golden()
-    runs = SimpleNamespace(
-        folder=folder,
-        db=folder / "mlflow.db",
-        journal=folder / "mlflow.db-journal",
-        good=log_run("good", g, rankings(g)),
-        worse=log_run("worse", g, rankings(g, BROKEN)),
-        failed=log_failed(g),
-    )
+    runs = SimpleNamespace(folder=folder, db=folder / "mlflow.db", journal=folder / "mlflow.db-journal", **ids)
     yield runs
     mlflow.set_tracking_uri(None)
     for path in (folder, runs.db):
@@ -220,12 +233,8 @@ def test_a_hot_journal_left_by_kill_9_is_rolled_back_not_refused(store):
 def test_a_store_killed_while_its_tables_were_made_is_made_anew(tmp_path, small_kb_files):
     """MLflow makes a new store's tables in dozens of migrations, not one transaction: they are
     made beside the store, which appears whole or not at all."""
-    opening = "from sweep.tracking import connect; connect()"
-    process = processes.start(
-        [sys.executable, "-c", opening],
-        cwd=tmp_path,
-        env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
-    )
+    args, env = sweep_command(tmp_path, small_kb_files, "model=bm25", new_store=True)
+    process = processes.start(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while not (tmp_path / ".mlflow.db.new").exists() and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -238,9 +247,7 @@ def test_a_store_killed_while_its_tables_were_made_is_made_anew(tmp_path, small_
         and one_error_line(best.stderr)
         == "sqlite:///mlflow.db: no MLflow store here yet (nothing has been logged to it)"
     )
-    run = command(
-        tmp_path, "sweep", "model=bm25", *data_overrides(small_kb_files, tmp_path), f"hydra.run.dir={tmp_path / 'out'}"
-    )
+    run = sweep(tmp_path, small_kb_files, "model=bm25", new_store=True)
     assert run.returncode == 0, run.stderr[-2000:]
     assert [status for status, _ in states(tmp_path / "mlflow.db").values()] == ["FINISHED"]
     assert not (tmp_path / ".mlflow.db.new").exists()
@@ -267,14 +274,20 @@ def test_reading_commands_work_on_a_read_only_store(store, small_kb_files, tmp_p
 @pytest.mark.slow
 def test_a_full_disk_is_one_line_and_the_run_is_failed(tmp_path, small_kb_files):
     run = [sys.executable, "-m", "sweep", "model=bm25", *data_overrides(small_kb_files, tmp_path)]
-    # the store's filesystem is full: its tables exist, the run's writes do not fit
+    # the store's filesystem is full: its tables and experiment exist (made here, copied there
+    # before it fills up), the run's writes do not fit
     store = tmp_path / "store"
     store.mkdir()
     uri = f"sqlite:///{store / 'fs' / 'mlflow.db'}"
-    prepare = f"{sys.executable} -c 'from sweep.tracking import connect, use_experiment; connect(); use_experiment(\"golden-sweep\")'"
+    made = copy_blank_store(tmp_path)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(store)  # the experiment's artifacts: ./mlruns of the command below
+        connect(f"sqlite:///{made}")
+        use_experiment("golden-sweep")
+    mlflow.set_tracking_uri(None)
     code, stderr = on_a_full_disk(
         store, store / "fs", [*run, f"hydra.run.dir={store / 'out'}"], {"MLFLOW_TRACKING_URI": uri},
-        prepare=prepare, after=f"cp {store / 'fs' / 'mlflow.db'} {store / 'after.db'}",
+        prepare=f'cp {made} "$FS/mlflow.db"', after=f"cp {store / 'fs' / 'mlflow.db'} {store / 'after.db'}",
     )  # fmt: skip
     [(run_id, (status, error))] = states(store / "after.db").items()
     assert code == 2 and status == "FAILED"
@@ -309,11 +322,12 @@ UNSET = "a sweep sets it for its combinations; unset it to log a run of your own
     ],
 )  # fmt: skip
 def test_a_bad_place_or_address_is_one_line_and_no_run(tmp_path, small_kb_files, args, env, message):
+    copy_blank_store(tmp_path)  # the parent run is looked up in a store: MLflow takes seconds to make one
     result = command(
         tmp_path, "sweep", *[a.format(tmp=tmp_path) for a in args], *data_overrides(small_kb_files, tmp_path), env=env
     )
     assert result.returncode == 2 and one_error_line(result.stderr) == message
-    assert not (tmp_path / "mlflow.db").exists() or states(tmp_path / "mlflow.db") == {}
+    assert states(tmp_path / "mlflow.db") == {}
 
 
 @pytest.mark.slow
@@ -357,16 +371,31 @@ def test_what_the_reading_commands_refuse_is_one_line(store):
 # ---------------------------------------------------------------- kill -9 at any moment, then resume
 
 
-def kill_and_resume(folder: Path, data: Path, reference: dict, seconds: float) -> dict:
-    """`python -m sweep SWEEP` in `folder` killed with SIGKILL after `seconds`, then resumed:
-    what the resumed store holds, and whether it is what `reference` (an uninterrupted sweep's
-    `objectives`) measured."""
-    folder.mkdir()
+def started_sweep(folder: Path, data: Path, stderr=subprocess.DEVNULL) -> tuple[processes.Started, float]:
+    """`python -m sweep SWEEP` started in `folder`, and when: once its process exists, so that a
+    forkserver's first start is not counted as the sweep's time."""
     args, env = sweep_command(folder, data, *SWEEP)
-    process = processes.start(args, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(seconds)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    process = processes.start(args, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+    return process, time.monotonic()
+
+
+def killed_after(folder: Path, data: Path, seconds: float) -> float | None:
+    """`python -m sweep SWEEP` in `folder` killed with SIGKILL `seconds` after it started: None, or
+    how long it took when it ended before that."""
+    folder.mkdir()
+    process, started = started_sweep(folder, data)
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        return None
+    return time.monotonic() - started
+
+
+def resumed(folder: Path, data: Path, reference: dict, seconds: float) -> dict:
+    """The killed sweep in `folder` resumed: what the resumed store holds, and whether it is what
+    `reference` (an uninterrupted sweep's `objectives`) measured."""
     journal = (folder / "mlflow.db-journal").exists()
     resumed = sweep(folder, data, *SWEEP, "resume=true")
     after = states(folder / "mlflow.db") if (folder / "mlflow.db").exists() else {}
@@ -384,18 +413,32 @@ def kill_and_resume(folder: Path, data: Path, reference: dict, seconds: float) -
 
 
 def kill_loop(tmp_path: Path, data: Path, iterations: int, seed: int) -> list[dict]:
-    """An uninterrupted sweep, then `iterations` sweeps killed at random moments of it, each resumed."""
+    """An uninterrupted sweep, then `iterations` sweeps, each killed at a random moment of its own
+    span of the sweep's duration (the spans split it evenly: early and late kills alike), then
+    resumed. A kill lands while the sweep runs: one that ran faster than that and ended first is
+    started again, its moment drawn in the same span of what it took."""
     whole = tmp_path / "whole"
     whole.mkdir()
-    start = time.monotonic()
-    assert sweep(whole, data, *SWEEP).returncode == 0
-    duration, reference = time.monotonic() - start, objectives(whole)
+    process, started = started_sweep(whole, data, stderr=subprocess.PIPE)
+    _, stderr = process.communicate(timeout=900)
+    duration = time.monotonic() - started
+    assert process.returncode == 0, stderr[-3000:]
+    reference = objectives(whole)
     assert len(reference) == 4
     moments = random.Random(seed)
-    return [
-        kill_and_resume(tmp_path / f"kill-{i}", data, reference, moments.uniform(0.5, duration))
-        for i in range(iterations)
-    ]
+    outcomes = []
+    for span in range(iterations):
+        for attempt in range(3):
+            seconds = 0.5 + (span + moments.random()) / iterations * (duration - 0.5)
+            folder = tmp_path / f"kill-{span}-{attempt}"
+            took = killed_after(folder, data, seconds)
+            if took is None:
+                outcomes.append(resumed(folder, data, reference, seconds))
+                break
+            duration = took
+        else:
+            raise AssertionError(f"three sweeps ended before their kill at {seconds:.2f} s of {duration:.2f} s")
+    return outcomes
 
 
 @pytest.mark.slow

@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 from helpers import processes
 from helpers.commands import compose_config, runs_in
 from helpers.paths import OLD_STORE
+from helpers.stores import relocate
 from sweep.best import best_config, find_best
 from sweep.experiment.trial import build_pipeline, combination_digests
 from sweep.tracking import CONFIG_DIGEST, PARENT_RUN, SUPERSEDED_BY, current_targets, legacy_targets
@@ -40,14 +41,11 @@ DATA = ("golden.path=golden.jsonl", "golden.corpus=corpus.jsonl", "cache_dir=cac
 def old_store(tmp_path, monkeypatch) -> Path:
     """A copy of the old store in tmp_path, relocated: MLflow keeps each experiment's and run's
     artifact location as an absolute URI in the database (file:///tmp/old-store/mlruns/...), so
-    moving a store means rewriting those prefixes, here with a plain SQL UPDATE on the copy. The
-    originals under tests/data are never written. MLflow reads `./mlflow.db` of the copy."""
+    moving a store means rewriting those prefixes (`relocate`). The originals under tests/data are
+    never written. MLflow reads `./mlflow.db` of the copy."""
     copy = tmp_path / "old-store"
     shutil.copytree(OLD_STORE, copy)
-    with sqlite3.connect(copy / "mlflow.db") as database:
-        for table, column in (("experiments", "artifact_location"), ("runs", "artifact_uri")):
-            database.execute(f"UPDATE {table} SET {column} = replace({column}, ?, ?)", (WRITTEN_IN, str(copy)))
-    database.close()
+    relocate(copy, WRITTEN_IN)
     monkeypatch.chdir(copy)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv(PARENT_RUN, raising=False)

@@ -29,8 +29,9 @@ from sweep.tracking import (
     sweep_children,
 )
 
-# MiniLM: chunk=40 embeds hundreds of small chunks, so the 3rd combination runs long enough to be caught
-SWEEP = ("-m", "chunk=0,40", "index=flat,hnsw")
+# lexical: a combination runs about a second (the 3rd, the first with chunk=200, also loads the
+# tokenizer), and the kill, sent within a poll (0.1 s) of its start, lands in it
+SWEEP = ("-m", "chunk=0,200", "model=bm25,tfidf")
 
 
 def sweep_runs(store: str) -> tuple[mlflow.MlflowClient, list, list]:
@@ -41,7 +42,7 @@ def sweep_runs(store: str) -> tuple[mlflow.MlflowClient, list, list]:
 
 
 def combination(run) -> tuple[str, str]:
-    return run.data.params["chunk"], run.data.params["index"]
+    return run.data.params["chunk"], run.data.params["model"]
 
 
 def leaderboard(client: mlflow.MlflowClient, parent_id: str, where: Path) -> list[dict]:
@@ -77,7 +78,7 @@ def test_a_sweep_killed_in_its_third_combination_resumes_under_the_same_parent(t
     client, [parent], children = sweep_runs(store)
     assert parent.info.run_id == parent_id and parent.info.status == "FINISHED"
     assert "error" not in parent.data.tags and parent.data.tags["sweep.resumed"] == "1"
-    assert parent.data.tags["sweep.overrides"].startswith("chunk=0,40 index=flat,hnsw golden.path=")  # no resume=
+    assert parent.data.tags["sweep.overrides"].startswith("chunk=0,200 model=bm25,tfidf golden.path=")  # no resume=
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent_id}
     finished = [c for c in children if c.info.status == "FINISHED"]
     [orphan] = [c for c in children if c.info.status != "FINISHED"]
