@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from xdist.scheduler import LoadFileScheduling
 
+from helpers import servers
 from helpers.commands import runs_in, sweep
 from helpers.data import golden_of, ranked, write_kb_slice
 from sweep.formats.corpus import Corpus, load_corpus
@@ -29,6 +32,12 @@ def pytest_configure(config):
         if shutil.disk_usage(IN_MEMORY).free >= ROOM_NEEDED:
             os.environ["TMPDIR"] = str(IN_MEMORY)
             tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
+def pytest_sessionstart(session):
+    """Ray, wherever a test starts or joins a cluster, on 127.0.0.1 only, without usage reports or
+    token auth: set for the whole session, as Ray reads them once, when a test first imports it."""
+    os.environ.update(servers.RAY_ENV)
 
 
 @pytest.fixture
@@ -68,6 +77,32 @@ def real_sweep(tmp_path_factory, small_kb_files) -> tuple[str, dict[str, str], P
     children = {r.data.params["model"]: r.info.run_id for r in runs if r.data.tags.get("mlflow.parentRunId")}
     assert sorted(children) == ["bm25", "tfidf"]
     return store, children, cwd, result.stdout
+
+
+# the test files that use the session's Ray cluster: xdist runs them on one worker, which starts one cluster
+RAY_TEST_FILES = {"tests/experiment/test_launchers.py", "tests/retrieval/test_embed_shards.py"}
+
+
+class RayFilesTogether(LoadFileScheduling):
+    """`--dist loadfile`, with RAY_TEST_FILES one unit of work rather than one each."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        scope = super()._split_scope(nodeid)
+        return "RAY_TEST_FILES" if scope in RAY_TEST_FILES else scope
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    return RayFilesTogether(config, log) if config.getvalue("dist") == "loadfile" else None
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory) -> Iterator[tuple[str, Path]]:
+    """A local Ray cluster on 127.0.0.1 (`ray start --head`, 2 CPUs), once per test process, as
+    starting one takes 10 to 30 s: (its address, its workers' working folder)."""
+    folder = tmp_path_factory.mktemp("cluster")
+    with servers.ray_cluster(tmp_path_factory.mktemp("ray"), folder) as address:
+        yield address, folder
 
 
 CHROMIUM = ("chromium", "chromedriver")  # Debian's packages `chromium` and `chromium-driver`

@@ -1,7 +1,7 @@
 """Hydra's launchers run a sweep's combinations elsewhere: `hydra/launcher=joblib` in worker
-processes, `hydra/launcher=ray` on a Ray cluster (a local one, started and stopped here), and the
-joblib sweep against a team's tracking server (`mlflow server` on a throwaway PostgreSQL cluster,
-started and stopped here). Each gives 1 parent + 4 FINISHED children with a complete leaderboard,
+processes, `hydra/launcher=ray` on a Ray cluster (the session's local one, tests/conftest.py), and
+the joblib sweep against a team's tracking server (`mlflow server` on a throwaway PostgreSQL cluster,
+started and stopped here, once for the module). Each gives 1 parent + 4 FINISHED children with a complete leaderboard,
 the children logged by the workers, not by the sweep's own process. Marked slow: each starts
 `python -m sweep` (and servers) in subprocesses.
 """
@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +24,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from helpers.commands import runs_in, sweep
+from helpers.processes import start_code
+from helpers.servers import free_port, stop_group
 from sweep import tracking
 from sweep.experiment.cli import ParentRunCallback, connecting_to_a_ray_cluster, preflight
 from sweep.retrieval.cache import EmbeddingCache
@@ -33,14 +33,6 @@ from sweep.tracking import MAX_RUN_NAME, run_name
 
 TWO_BY_TWO = ("chunk=64,128", "index=flat,hnsw")
 JOBLIB = ("hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
-# Ray on loopback only: without the last one Ray binds the machine's own address, not 127.0.0.1
-RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def one_sweep(store: str, where: Path, chunks: tuple[str, str] = ("64", "128")) -> tuple[mlflow.entities.Run, list]:
@@ -91,66 +83,12 @@ def test_joblib_workers_run_the_sweep_and_share_the_embedding_cache(tmp_path, sm
     )
 
 
-@pytest.fixture
-def ray_cluster(tmp_path_factory) -> Iterator[tuple[str, Path]]:
-    """A local Ray cluster on 127.0.0.1 (`ray start --head`), stopped afterwards: (its address,
-    its workers' working directory). Ray's temporary folder is a short one under pytest's, as
-    Ray's socket paths must stay under 108 bytes."""
-    pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="pip install 'golden-sweep[scale]'")
-    temporary, folder = tmp_path_factory.mktemp("ray"), tmp_path_factory.mktemp("cluster")
-    port = free_port()
-    ports = {
-        "--dashboard-port": free_port(),
-        "--ray-client-server-port": free_port(),
-        "--dashboard-agent-listen-port": free_port(),
-    }
-    head = subprocess.Popen(
-        [Path(sys.executable).with_name("ray"), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-         f"--temp-dir={temporary}", "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats",
-         *(f"{flag}={number}" for flag, number in ports.items())],
-        cwd=folder, env=os.environ | RAY_ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,  # the cluster's processes share this process group: stopped by it alone
-    )  # fmt: skip
-    try:
-        said, _ = head.communicate(timeout=180)
-        assert head.returncode == 0, said[-3000:]
-        yield f"127.0.0.1:{port}", folder
-    finally:
-        stop_group(head.pid)
-
-
-def stop_group(group: int) -> None:
-    """SIGTERM to the process group, SIGKILL to what is left of it after 5 s."""
-    for number in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(group, number)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + 5
-        while live_members(group) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if not live_members(group):
-            return
-
-
-def live_members(group: int) -> list[int]:
-    """The processes of a process group that have not ended (a zombie has: only its parent's wait is missing)."""
-    members = []
-    for status in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            state, _, process_group = status.read_text().rsplit(")", 1)[1].split()[:3]
-        except (OSError, ValueError):  # ended while we looked
-            continue
-        if state != "Z" and int(process_group) == group:
-            members.append(int(status.parent.name))
-    return members
-
-
 @pytest.mark.slow
 def test_ray_runs_the_sweep_on_a_local_cluster(tmp_path, small_kb_files, ray_cluster):
-    address, workers_folder = ray_cluster
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="pip install 'golden-sweep[scale]'")
+    address, workers_folder = ray_cluster  # the session's (tests/conftest.py)
     ray = ("hydra/launcher=ray", f"hydra.launcher.ray.init.address={address}")
-    result = sweep(tmp_path, small_kb_files, "-m", *ray, "model=bm25", "chunk=0,64", "index=flat,hnsw", env=RAY_ENV)
+    result = sweep(tmp_path, small_kb_files, "-m", *ray, "model=bm25", "chunk=0,64", "index=flat,hnsw")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "database is locked" not in result.stdout + result.stderr
     parent, children = one_sweep(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path, chunks=("0", "64"))
@@ -160,10 +98,10 @@ def test_ray_runs_the_sweep_on_a_local_cluster(tmp_path, small_kb_files, ray_clu
     assert not (workers_folder / "mlflow.db").exists() and not (workers_folder / "mlruns").exists()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def postgres() -> Iterator[str]:
-    """A throwaway PostgreSQL cluster on a free port of 127.0.0.1, stopped and removed afterwards:
-    its database `mlflow`'s URI. As root, its programs run as the user `postgres` (PostgreSQL
+    """A throwaway PostgreSQL cluster on a free port of 127.0.0.1, stopped and removed after this
+    module's tests (each keeps to an experiment of its own): its database `mlflow`'s URI. As root, its programs run as the user `postgres` (PostgreSQL
     refuses root); its folder is a fresh one directly in the system's temporary folder, so no
     other pytest session resetting the permissions of pytest's own folders can lock it out."""
     binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
@@ -197,17 +135,18 @@ def postgres() -> Iterator[str]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-@pytest.fixture
-def tracking_server(tmp_path, postgres) -> Iterator[str]:
-    """`mlflow server` on PostgreSQL, on a free port of 127.0.0.1, stopped afterwards: its URL.
-    The driver is named: SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3, not psycopg2."""
-    folder, port = tmp_path / "server", free_port()
-    folder.mkdir()
+@pytest.fixture(scope="module")
+def tracking_server(tmp_path_factory, postgres) -> Iterator[str]:
+    """`mlflow server` on PostgreSQL, on a free port of 127.0.0.1, stopped after this module's
+    tests: its URL. The driver is named: SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3,
+    not psycopg2."""
+    folder, port = tmp_path_factory.mktemp("server"), free_port()
     with (folder / "server.log").open("w") as log:
         server = subprocess.Popen(
             [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", postgres.replace("postgresql:", "postgresql+psycopg2:"),
              "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
             cwd=folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env=os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},  # GenAI jobs: seconds to start and stop
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
@@ -221,7 +160,7 @@ def tracking_server(tmp_path, postgres) -> Iterator[str]:
                 assert time.monotonic() < deadline and server.poll() is None, (folder / "server.log").read_text()[
                     -3000:
                 ]
-                time.sleep(0.5)
+                time.sleep(0.1)
         yield url
     finally:
         stop_group(server.pid)  # its workers with it
@@ -242,44 +181,67 @@ def test_joblib_sweep_logs_to_a_tracking_server_on_postgresql(tmp_path, small_kb
     ran_in_workers(parent, children)
     assert not (work / "mlflow.db").exists() and not (work / "mlruns").exists()  # no local store
     with psycopg2.connect(postgres) as database, database.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM runs")
+        cursor.execute("SELECT count(*) FROM runs WHERE experiment_id = %s", (int(parent.info.experiment_id),))
         assert cursor.fetchone() == (5,)  # the runs are in PostgreSQL itself
 
 
+# argv: the KB folder, the experiment, a barrier folder: the worker writes ready-<pid> there once its
+# run is started, then logs the golden set at the moment the file `go` names (epoch seconds)
 LOG_THE_GOLDEN_SET = """
-import sys, time
+import os, sys, time
+from pathlib import Path
 import mlflow
 from sweep import tracking
 from sweep.formats.corpus import load_corpus
 from sweep.formats.golden import load_golden
-folder, experiment_id, start_at = sys.argv[1], sys.argv[2], float(sys.argv[3])
+folder, experiment_id, barrier = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 corpus = load_corpus(f"{folder}/corpus.jsonl")
 golden = load_golden(f"{folder}/golden.jsonl", corpus, warn=False)
 with mlflow.start_run(experiment_id=experiment_id):
-    time.sleep(max(0.0, start_at - time.time()))
+    (barrier / f"ready-{os.getpid()}").touch()
+    while not (barrier / "go").exists():
+        time.sleep(0.01)
+    time.sleep(max(0.0, float((barrier / "go").read_text()) - time.time()))
     tracking.log_golden_input(golden, corpus)
 """
 
 
 @pytest.mark.slow
-def test_workers_logging_the_golden_set_at_the_same_moment_on_postgresql(small_kb_files, tracking_server, postgres):
+def test_workers_logging_the_golden_set_at_the_same_moment_on_postgresql(
+    tmp_path, small_kb_files, tracking_server, postgres
+):
     """MLflow looks for the dataset, then inserts it: workers that log the same golden set at once
     all insert, and PostgreSQL refuses all but one. Each worker's run still gets its input."""
     psycopg2 = pytest.importorskip("psycopg2", reason="pip install 'golden-sweep[scale]'")
     env = os.environ | {"MLFLOW_TRACKING_URI": tracking_server}
     experiment_id = mlflow.MlflowClient(tracking_server).create_experiment("at the same moment")
-    start_at = str(time.time() + 15)  # after every worker has imported and started its run
-    workers = [
-        subprocess.Popen([sys.executable, "-c", LOG_THE_GOLDEN_SET, str(small_kb_files), experiment_id, start_at], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for _ in range(6)
-    ]  # fmt: skip
-    said = [worker.communicate(timeout=120)[0] for worker in workers]
+    arguments = (str(small_kb_files), experiment_id, str(tmp_path))
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    # real processes, forked with MLflow imported (helpers.processes)
+    workers = [start_code(LOG_THE_GOLDEN_SET, *arguments, env=env, **pipes) for _ in range(6)]
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(tmp_path.glob("ready-*"))) < 6:  # every worker has started its run
+            ended = ["".join(w.communicate()) for w in workers if w.poll() is not None]
+            assert not ended and time.monotonic() < deadline, f"not every worker started its run: {ended}"[-3000:]
+            time.sleep(0.05)
+        # one moment for all, a little ahead: each worker sees it within its 10 ms poll, then sleeps to it
+        (tmp_path / "go.partial").write_text(str(time.time() + 0.5))
+        (tmp_path / "go.partial").rename(tmp_path / "go")
+        said = ["".join(worker.communicate(timeout=120)) for worker in workers]
+    finally:
+        for worker in workers:  # those left waiting for `go` when the test failed
+            worker.kill()
     assert [worker.returncode for worker in workers] == [0] * 6, "\n".join(said)[-3000:]
     with psycopg2.connect(postgres) as database, database.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM datasets")
+        # this test's experiment: the module's other test logs its own sweep's golden set to the same database
+        cursor.execute("SELECT count(*) FROM datasets WHERE experiment_id = %s", (int(experiment_id),))
         assert cursor.fetchone() == (1,)
-        cursor.execute("SELECT count(DISTINCT destination_id) FROM inputs WHERE destination_type = 'RUN'")
+        cursor.execute(
+            "SELECT count(DISTINCT i.destination_id) FROM inputs i JOIN runs r ON r.run_uuid = i.destination_id"
+            " WHERE i.destination_type = 'RUN' AND r.experiment_id = %s",
+            (int(experiment_id),),
+        )
         assert cursor.fetchone() == (6,)
 
 

@@ -11,7 +11,8 @@ SIGKILL reaches it as it would any process, and its exit status reads as Popen's
 killed). Only the interpreter start and the imports are shared, and the command's own modules
 import nothing at start-up that reads the environment.
 
-Any other command line runs through subprocess unchanged.
+Any other command line runs through subprocess unchanged; `start_code` runs a test's own
+`python -c` program as these commands run.
 """
 
 from __future__ import annotations
@@ -58,9 +59,12 @@ def _module_of(args: Sequence[str]) -> str | None:
     return None
 
 
-def _run_module(module: str, argv: list[str], cwd: str, env: dict[str, str], stdout: str, stderr: str) -> None:
+def _run_module(
+    module: str, argv: list[str], cwd: str, env: dict[str, str], stdout: str, stderr: str, program: str | None = None
+) -> None:
     """In the forked child: become `python -m module argv...` in `cwd` with `env`, writing to the
-    files `stdout` and `stderr`, then exit as the interpreter would."""
+    files `stdout` and `stderr`, then exit as the interpreter would; with `program` (module "-c"):
+    `python -c program argv...`."""
     missing = [name for name in PRELOAD if name not in sys.modules]
     assert not missing, f"the forkserver could not import {missing}: run `python -c 'import {missing[0]}'`"
     os.chdir(cwd)
@@ -75,7 +79,10 @@ def _run_module(module: str, argv: list[str], cwd: str, env: dict[str, str], std
     sys.argv = [module, *argv]
     sys.modules.pop(module, None)  # preloaded, as the command's imports: `python -m` runs it anew as __main__
     try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        if program is None:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            exec(compile(program, "<string>", "exec"), {"__name__": "__main__"})
     except SystemExit as exit_:
         code = exit_.code
     except BaseException:  # as the interpreter reports an uncaught exception: traceback on stderr, status 1
@@ -121,6 +128,7 @@ class Started:
                 module, self.args[3:], str(cwd or os.getcwd()), dict(os.environ if env is None else env),
                 str(self._outputs["stdout"] or os.devnull), str(self._outputs["stderr"] or os.devnull),
             ),
+            kwargs={"program": self.args[2]} if module == "-c" else {},
         )  # fmt: skip
         self._process.start()
         _running.add(self)
@@ -170,6 +178,17 @@ def start(args: Sequence[str], **popen):
     module = _module_of(args)
     if module is None:
         return subprocess.Popen(args, **popen)
+    return _started(module, args, popen)
+
+
+def start_code(program: str, *args, **popen) -> Started:
+    """`python -c PROGRAM ARGS...` (options as `start` takes them for `python -m sweep...`), through
+    the preloaded server: for a test's own child program that imports torch, MLflow or Hydra and
+    would otherwise spend seconds on it. Never for one that checks what a fresh interpreter imports."""
+    return _started("-c", [sys.executable, "-c", program, *args], popen)
+
+
+def _started(module: str, args: Sequence[str], popen: dict) -> Started:
     unknown = set(popen) - {"cwd", "env", "stdout", "stderr", "text"}
     assert not unknown, f"processes.start does not take {sorted(unknown)}"
     return Started(module, args, popen.get("cwd"), popen.get("env"), popen.get("stdout"), popen.get("stderr"))

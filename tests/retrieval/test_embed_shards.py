@@ -1,29 +1,29 @@
 """The corpus embedded in shards (sweep.retrieval.embed.CorpusEmbedding), with the real MiniLM model and a
 real cache: the same vectors as one piece, resumed after a SIGKILL, two processes on one cache,
-and the same vectors and cache entries from a local Ray cluster."""
+and the same vectors and cache entries from a local Ray cluster (the session's, tests/conftest.py)."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers.processes import Started, start_code
 from sweep.retrieval.cache import EmbeddingCache
 from sweep.retrieval.embed import CorpusEmbedding, SentenceTransformerEmbedder
 
+# 108 chunks: enough for several shards and a short last one; each shard is one batch of
+# sentence-transformers' 32, as in one encode of the whole corpus (a larger corpus only adds shards)
 TEXTS = [
-    f"chunk {i}: employees in office {i % 7} get {10 + i % 30} days of leave from year {1990 + i}" for i in range(300)
+    f"chunk {i}: employees in office {i % 7} get {10 + i % 30} days of leave from year {1990 + i}" for i in range(108)
 ]
-SHARD = 32  # 10 shards, the last one of 12 chunks
+SHARD = 32  # 4 shards, the last one of 12 chunks
 LONGEST_FIRST = sorted(range(len(TEXTS)), key=lambda i: -len(TEXTS[i]))  # ties in corpus order
 SHARDS = [[TEXTS[i] for i in LONGEST_FIRST[start : start + SHARD]] for start in range(0, len(TEXTS), SHARD)]
 
@@ -91,17 +91,18 @@ def counting(embedder: SentenceTransformerEmbedder, monkeypatch) -> list[list[st
     return calls
 
 
-def child(tmp_path: Path, cache: Path, out: str, mode: str) -> subprocess.Popen:
+def child(tmp_path: Path, cache: Path, out: str, mode: str) -> Started:
+    """CHILD in a process of its own, forked with its imports done (helpers.processes)."""
     (tmp_path / "texts.json").write_text(json.dumps(TEXTS))
-    command = [sys.executable, "-c", CHILD, str(tmp_path / "texts.json"), str(cache), str(SHARD), out, mode]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    arguments = (str(tmp_path / "texts.json"), str(cache), str(SHARD), out, mode)
+    return start_code(CHILD, *arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @pytest.mark.slow
 def test_sharded_vectors_equal_one_piece_and_every_shard_is_a_cache_entry(tmp_path, embedder, reference, monkeypatch):
     cache = EmbeddingCache(tmp_path)
     vectors, cached = CorpusEmbedding(shard_size=SHARD).embed(embedder, TEXTS, cache)
-    assert cached == 0.0 and vectors.shape == (300, 384) and vectors.dtype == np.float32
+    assert cached == 0.0 and vectors.shape == (108, 384) and vectors.dtype == np.float32
     np.testing.assert_allclose(vectors, reference, atol=1e-6)
     assert sorted(entries(tmp_path)) == sorted(shard_files(embedder))
     calls = counting(embedder, monkeypatch)
@@ -126,7 +127,7 @@ def test_a_killed_embedding_resumes_at_the_first_missing_shard(tmp_path, embedde
     process = child(tmp_path, folder, str(tmp_path / "unused.npy"), "slowly")
     deadline = time.monotonic() + 120
     while not (folder.exists() and entries(folder)):
-        assert process.poll() is None, process.stderr.read()[-3000:]
+        assert process.poll() is None, process.communicate()[1][-3000:]
         assert time.monotonic() < deadline, "no shard was written in 120 s"
         time.sleep(0.02)
     process.send_signal(signal.SIGKILL)
@@ -154,16 +155,17 @@ def test_two_processes_embedding_one_corpus_into_one_cache_at_once_leave_it_soun
     processes = [child(tmp_path, folder, str(tmp_path / f"vectors-{n}.npy"), str(barrier)) for n in range(2)]
     deadline = time.monotonic() + 120
     while len(list(barrier.glob("ready-*"))) < 2:  # both have their model loaded: start them together
-        assert all(p.poll() is None for p in processes), [p.stderr.read()[-3000:] for p in processes]
+        ended = [p.communicate()[1][-3000:] for p in processes if p.poll() is not None]
+        assert not ended, ended
         assert time.monotonic() < deadline, "the two processes did not get ready in 120 s"
         time.sleep(0.01)
     (barrier / "go").touch()
-    for process in processes:
-        assert process.wait(timeout=300) == 0, process.stderr.read()[-3000:]
+    said = [process.communicate(timeout=300) for process in processes]
+    assert [process.returncode for process in processes] == [0, 0], [stderr[-3000:] for _, stderr in said]
     for n in range(2):
         np.testing.assert_allclose(np.load(tmp_path / f"vectors-{n}.npy"), reference, atol=1e-6)
     # every shard embedded once: what one process embedded, the other waited for and read
-    assert sum(float(process.stdout.read()) for process in processes) == pytest.approx(1.0)
+    assert sum(float(stdout) for stdout, _ in said) == pytest.approx(1.0)
     locks = [f".{name.removesuffix('.npz')}.lock" for name in shard_files(embedder)]
     assert sorted(os.listdir(folder)) == sorted(shard_files(embedder) + locks)  # no temporary file left over
     cache = EmbeddingCache(folder)
@@ -174,21 +176,17 @@ def test_two_processes_embedding_one_corpus_into_one_cache_at_once_leave_it_soun
 
 
 @pytest.mark.slow
-def test_the_ray_backend_gives_the_local_vectors_and_cache_entries(tmp_path, embedder, monkeypatch):
+def test_the_ray_backend_gives_the_local_vectors_and_cache_entries(tmp_path, embedder, ray_cluster):
     import ray
 
+    address, _ = ray_cluster  # the session's (tests/conftest.py)
     local_cache, ray_cache = EmbeddingCache(tmp_path / "local"), EmbeddingCache(tmp_path / "ray-cache")
     local, _ = CorpusEmbedding(shard_size=SHARD).embed(embedder, TEXTS, local_cache)
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    # not under tmp_path: Ray's socket paths inside its temp folder must stay under 108 bytes
-    ray_folder = tempfile.mkdtemp(prefix="ray-")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=ray_folder)
     try:
-        spread = CorpusEmbedding(shard_size=SHARD, backend="ray", workers=2)
-        vectors, cached = spread.embed(embedder, TEXTS, ray_cache)
+        spread = CorpusEmbedding(shard_size=SHARD, backend="ray", address=address, workers=2)
+        vectors, cached = spread.embed(embedder, TEXTS, ray_cache)  # joins the cluster
     finally:
-        ray.shutdown()
-        shutil.rmtree(ray_folder, ignore_errors=True)
+        ray.shutdown()  # leaves it, running
     assert cached == 0.0
     np.testing.assert_allclose(vectors, local, atol=1e-6)
     assert sorted(entries(ray_cache.folder)) == sorted(entries(local_cache.folder)) == sorted(shard_files(embedder))
