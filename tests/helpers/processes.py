@@ -60,16 +60,25 @@ def _module_of(args: Sequence[str]) -> str | None:
 
 
 def _run_module(
-    module: str, argv: list[str], cwd: str, env: dict[str, str], stdout: str, stderr: str, program: str | None = None
+    module: str,
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    stdout: str,
+    stderr: str,
+    program: str | None = None,
+    preexec_fn=None,
 ) -> None:
     """In the forked child: become `python -m module argv...` in `cwd` with `env`, writing to the
     files `stdout` and `stderr`, then exit as the interpreter would; with `program` (module "-c"):
-    `python -c program argv...`."""
+    `python -c program argv...`. `preexec_fn` is called first, where Popen calls it."""
     missing = [name for name in PRELOAD if name not in sys.modules]
     assert not missing, f"the forkserver could not import {missing}: run `python -c 'import {missing[0]}'`"
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
+    if preexec_fn is not None:
+        preexec_fn()
     for fd, target in ((1, stdout), (2, stderr)):
         opened = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(opened, fd)
@@ -113,7 +122,7 @@ def _stop_the_rest() -> None:
 class Started:
     """A command started by `start`: the part of subprocess.Popen's interface the tests use."""
 
-    def __init__(self, module: str, args: Sequence[str], cwd, env, stdout, stderr) -> None:
+    def __init__(self, module: str, args: Sequence[str], cwd, env, stdout, stderr, preexec_fn=None) -> None:
         self.args = [os.fspath(arg) for arg in args]  # as subprocess takes paths
         piped = subprocess.PIPE in (stdout, stderr)
         self._folder = Path(tempfile.mkdtemp(prefix="command-")) if piped else None
@@ -128,7 +137,7 @@ class Started:
                 module, self.args[3:], str(cwd or os.getcwd()), dict(os.environ if env is None else env),
                 str(self._outputs["stdout"] or os.devnull), str(self._outputs["stderr"] or os.devnull),
             ),
-            kwargs={"program": self.args[2]} if module == "-c" else {},
+            kwargs={"program": self.args[2] if module == "-c" else None, "preexec_fn": preexec_fn},
         )  # fmt: skip
         self._process.start()
         _running.add(self)
@@ -174,7 +183,7 @@ class Started:
 
 def start(args: Sequence[str], **popen):
     """subprocess.Popen(args, **popen); for `python -m sweep...` (stdout and stderr: PIPE, DEVNULL
-    or inherited, text), through the preloaded server."""
+    or inherited, text, preexec_fn), through the preloaded server."""
     module = _module_of(args)
     if module is None:
         return subprocess.Popen(args, **popen)
@@ -189,9 +198,10 @@ def start_code(program: str, *args, **popen) -> Started:
 
 
 def _started(module: str, args: Sequence[str], popen: dict) -> Started:
-    unknown = set(popen) - {"cwd", "env", "stdout", "stderr", "text"}
+    options = ("cwd", "env", "stdout", "stderr", "preexec_fn")
+    unknown = set(popen) - {*options, "text"}
     assert not unknown, f"processes.start does not take {sorted(unknown)}"
-    return Started(module, args, popen.get("cwd"), popen.get("env"), popen.get("stdout"), popen.get("stderr"))
+    return Started(module, args, *(popen.get(name) for name in options))
 
 
 def run(args: Sequence[str], **options) -> subprocess.CompletedProcess:

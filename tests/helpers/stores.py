@@ -1,10 +1,11 @@
 """Stores made hostile on purpose, and commands run against them: a hot journal (kill -9 in the
 middle of a write), a small full filesystem of a test's own, and a process bound by file modes
-(root without its override), each as a real process."""
+(root without its powers over them), each as a real process."""
 
 from __future__ import annotations
 
 import atexit
+import ctypes
 import functools
 import os
 import shutil
@@ -21,20 +22,49 @@ import pytest
 from helpers import processes
 from sweep.tracking import PARENT_RUN
 
-# root ignores file modes: a command that must meet a read-only file runs without that power
-READ_ONLY_POWER = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+# root ignores file modes: a command that must meet a read-only file runs without these powers
+FILE_MODE_POWERS = (1, 2, 3)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER (linux/capability.h)
+PR_CAPBSET_DROP, CAPABILITY_VERSION_3 = 24, 0x20080522  # linux/prctl.h; capget's 64-bit sets, two words
+
+
+class _CapabilityHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapabilitySets(ctypes.Structure):  # one 32-bit word of each set
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def without_file_mode_powers() -> None:
+    """In a command's process, before it runs: root's powers over file modes gone from its
+    bounding, permitted, effective and inheritable sets, as `setpriv --bounding-set=-dac_override,
+    -dac_read_search,-fowner` leaves the program it starts (the kernel's calls through ctypes: the
+    standard library has none)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for power in FILE_MODE_POWERS:
+        _succeeded(libc.prctl(PR_CAPBSET_DROP, power, 0, 0, 0), "prctl(PR_CAPBSET_DROP)")
+    header, sets = _CapabilityHeader(CAPABILITY_VERSION_3, 0), (_CapabilitySets * 2)()
+    _succeeded(libc.capget(ctypes.byref(header), sets), "capget")
+    kept = ~sum(1 << power for power in FILE_MODE_POWERS)
+    sets[0].effective &= kept
+    sets[0].permitted &= kept
+    sets[0].inheritable &= kept
+    _succeeded(libc.capset(ctypes.byref(header), sets), "capset")
+
+
+def _succeeded(result: int, call: str) -> None:
+    if result != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"{call}: {os.strerror(error)}")
 
 
 def command(cwd: Path, *args: str, env: dict | None = None, reader: bool = False) -> subprocess.CompletedProcess:
     """`python -m ARGS` in `cwd`, the store `./mlflow.db` unless `env` says otherwise; `reader`: as
-    a process that file modes bind (root without its override)."""
-    prefix = READ_ONLY_POWER if reader and os.geteuid() == 0 else []
-    if prefix and shutil.which("setpriv") is None:
-        pytest.fail("running as root, this test needs setpriv (util-linux) to meet a read-only file")
+    a process that file modes bind (root without its powers over them)."""
     environment = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", PARENT_RUN)}
     return processes.run(
-        [*prefix, sys.executable, "-m", *args], cwd=cwd, env=environment | (env or {}),
-        capture_output=True, text=True, timeout=600,
+        [sys.executable, "-m", *args], cwd=cwd, env=environment | (env or {}), capture_output=True, text=True,
+        timeout=600, preexec_fn=without_file_mode_powers if reader and os.geteuid() == 0 else None,
     )  # fmt: skip
 
 

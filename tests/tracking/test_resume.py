@@ -108,9 +108,9 @@ def test_a_sweep_killed_in_its_third_combination_resumes_under_the_same_parent(t
 
 @pytest.mark.slow
 def test_without_resume_a_rerun_is_a_new_sweep_and_resuming_a_finished_one_starts_anew(tmp_path, small_kb_files):
-    bm25 = ("-m", "model=bm25", "chunk=0,64")
-    assert sweep(tmp_path, small_kb_files, *bm25).returncode == 0
-    again = sweep(tmp_path, small_kb_files, *bm25)
+    lexical = ("-m", "model=bm25,tfidf", "chunk=0")  # whole documents: no tokenizer to load
+    assert sweep(tmp_path, small_kb_files, *lexical).returncode == 0
+    again = sweep(tmp_path, small_kb_files, *lexical)
     assert again.returncode == 0, again.stderr[-3000:]
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     _, parents, children = sweep_runs(store)
@@ -118,7 +118,7 @@ def test_without_resume_a_rerun_is_a_new_sweep_and_resuming_a_finished_one_start
     for parent in parents:
         assert sum(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children) == 2
     # the last sweep with these overrides finished: there is nothing to resume, so a new one runs
-    resumed = sweep(tmp_path, small_kb_files, *bm25, "resume=true")
+    resumed = sweep(tmp_path, small_kb_files, *lexical, "resume=true")
     assert resumed.returncode == 0 and "(resume)" not in resumed.stdout
     _, parents, children = sweep_runs(store)
     assert len(parents) == 3 and len(children) == 6 and SUPERSEDED_BY not in str([c.data.tags for c in children])
