@@ -28,8 +28,10 @@ LONGEST_FIRST = sorted(range(len(TEXTS)), key=lambda i: -len(TEXTS[i]))  # ties 
 SHARDS = [[TEXTS[i] for i in LONGEST_FIRST[start : start + SHARD]] for start in range(0, len(TEXTS), SHARD)]
 
 # Embeds TEXTS (argv[1]) into the cache folder argv[2] in shards of argv[3] chunks and saves the
-# vectors to argv[4], printing the share read from the cache. With argv[5] = "slowly", it pauses after each shard so that a kill lands
-# mid-embedding; with argv[5] = a folder, it writes ready-<pid> there and starts once "go" appears.
+# vectors to argv[4], printing the share read from the cache. With argv[5] = "slowly", it pauses 1 s
+# after each shard so that a kill lands mid-embedding (killed once its first shard is stored, it is
+# 3 s at least from its last); with argv[5] = a folder, it writes ready-<pid> there and starts once
+# "go" appears.
 CHILD = """
 import json, os, sys, time
 from pathlib import Path
@@ -44,7 +46,7 @@ if sys.argv[5] == "slowly":
     encode = embedder.encode_documents
     def slowly(shard):
         vectors = encode(shard)
-        time.sleep(0.3)
+        time.sleep(1)
         return vectors
     embedder.encode_documents = slowly
 else:
