@@ -65,6 +65,18 @@ def small_kb(tmp_path_factory) -> tuple[Corpus, GoldenSet]:
     return corpus, load_golden(folder / "golden.jsonl", corpus, warn=False)
 
 
+@pytest.fixture(scope="module")
+def torch_on_one_thread() -> Iterator[None]:
+    """PyTorch on one thread for a test file's models in process (`pytestmark =
+    pytest.mark.usefixtures("torch_on_one_thread")`): beside the suite's other busy processes, two
+    threads on 2 cores wait on each other; MiniLM's semantic chunking of 3 KB documents took 10 to
+    29 s on two and 5 to 6 s on one."""
+    from sweep.retrieval.pipeline import one_torch_thread
+
+    with one_torch_thread():
+        yield
+
+
 @pytest.fixture(scope="session")
 def real_sweep(tmp_path_factory, small_kb_files) -> tuple[str, dict[str, str], Path, str]:
     """`python -m sweep -m model=bm25,tfidf` on the small knowledge base, once per session:
@@ -101,7 +113,7 @@ def ray_cluster(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     """A local Ray cluster on 127.0.0.1 (`ray start --head`, 2 CPUs), once per test process, as
     starting one takes 10 to 30 s: (its address, its workers' working folder)."""
     folder = tmp_path_factory.mktemp("cluster")
-    with servers.ray_cluster(tmp_path_factory.mktemp("ray"), folder) as address:
+    with servers.ray_cluster(folder) as address:
         yield address, folder
 
 

@@ -28,6 +28,8 @@ from sweep.retrieval.chunking.base import CONTEXTS
 from sweep.retrieval.lexical import BM25Retriever
 from sweep.retrieval.pipeline import Pipeline
 
+pytestmark = pytest.mark.usefixtures("torch_on_one_thread")  # MiniLM in process: see conftest
+
 TEXT = " ".join(f"word{i}" for i in range(120))  # a few hundred MiniLM tokens
 STRATEGIES = {
     "tokens": TokenChunker,

@@ -23,6 +23,8 @@ from sweep.retrieval.index import FaissIndex, FlatIndex, HNSWIndex
 from sweep.retrieval.lexical import BM25Retriever, TfidfRetriever
 from sweep.retrieval.pipeline import Pipeline
 
+pytestmark = pytest.mark.usefixtures("torch_on_one_thread")  # MiniLM in process: see conftest
+
 FILTERS = [
     {},
     {"department": "Finance"},

@@ -266,6 +266,7 @@ def filtered_pipeline_runs(small_kb, tmp_path_factory):
 
 
 @pytest.mark.slow  # the real model embeds the chunks
+@pytest.mark.usefixtures("torch_on_one_thread")  # MiniLM in process: see conftest
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_pipeline_on_an_engine_ranks_as_the_flat_index_does(filtered_pipeline_runs, engine):
     golden, runs = filtered_pipeline_runs
