@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,11 +26,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def ray_cluster(temporary: Path, folder: Path) -> Iterator[str]:
+def ray_cluster(folder: Path) -> Iterator[str]:
     """A local Ray cluster of 2 CPUs on 127.0.0.1 (`ray start --head`), its workers in `folder`,
-    stopped afterwards: its address. `temporary`, Ray's temporary folder, must be short: Ray's
-    socket paths in it must stay under 108 bytes."""
-    port = free_port()
+    stopped and its temporary folder removed afterwards: its address. That folder is a new one
+    directly in the system's temporary folder, as Ray's socket paths in it must stay under 108
+    bytes (under pytest's, e.g. /dev/shm/pytest-of-root/pytest-66/popen-gw0/, they do not)."""
+    temporary, port = tempfile.mkdtemp(prefix="ray-"), free_port()
     ports = {
         "--dashboard-port": free_port(),
         "--ray-client-server-port": free_port(),
@@ -49,6 +52,7 @@ def ray_cluster(temporary: Path, folder: Path) -> Iterator[str]:
         # as `ray stop --force`: on SIGTERM, Ray's processes took over 5 s to end, and a cluster
         # thrown away needs no graceful end (its object store's files are unlinked as they are made)
         stop_group(head.pid, first=signal.SIGKILL)
+        shutil.rmtree(temporary, ignore_errors=True)
 
 
 def stop_group(group: int, first: signal.Signals = signal.SIGTERM) -> None:
