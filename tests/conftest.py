@@ -113,7 +113,7 @@ def ray_cluster(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     """A local Ray cluster on 127.0.0.1 (`ray start --head`, 2 CPUs), once per test process, as
     starting one takes 10 to 30 s: (its address, its workers' working folder)."""
     folder = tmp_path_factory.mktemp("cluster")
-    with servers.ray_cluster(tmp_path_factory.mktemp("ray"), folder) as address:
+    with servers.ray_cluster(folder) as address:
         yield address, folder
 
 
