@@ -502,8 +502,8 @@ def test_a_run_whose_process_was_killed_is_marked_killed_by_the_next_one(tmp_pat
 def test_a_signal_during_a_sweep_kills_the_run_and_the_sweep_and_keeps_what_finished(
     tmp_path, small_kb_files, number, code
 ):
-    # whole documents first (quick), then chunks that each embed anew: the signal comes in the 2nd
-    args, env = sweep_command(tmp_path, small_kb_files, "-m", "chunk=0,40,48,64,96,128")
+    # lexical, whole documents first: the signal comes within a poll (0.1 s) of the 2nd combination's start
+    args, env = sweep_command(tmp_path, small_kb_files, "-m", "model=bm25", "chunk=0,40,48,64,96,128")
     process = processes.start(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(
         tmp_path / "mlflow.db",
