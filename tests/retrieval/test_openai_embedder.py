@@ -8,7 +8,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
+from helpers import processes
 from helpers.commands import one_error_line, runs_in, sweep
 from helpers.models import write_tiny_cross_encoder
 from sweep.errors import InputError
@@ -29,6 +29,8 @@ from sweep.retrieval.rerank import CrossEncoderReranker
 SERVER = Path(__file__).parents[1] / "helpers" / "embedding_server.py"
 KEY = "sk-test-5f1e0c2b9a7d4e6f8a1b3c5d7e9f0a2b"  # a value that must never appear in anything written
 MODEL = "all-MiniLM-L6-v2"
+# `python SERVER ARGS` forked from the preloaded server, with torch and sentence-transformers imported
+AS_SCRIPT = "import runpy, sys; sys.argv[0] = sys.argv.pop(1); runpy.run_path(sys.argv[0], run_name='__main__')"
 
 
 def call(url: str, body: dict | None = None) -> dict:
@@ -66,8 +68,8 @@ def server(rerank_model):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(SERVER.parents[1]), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, str(SERVER), "--port", str(port), "--key", KEY, "--reranker", str(rerank_model)]
-    process = subprocess.Popen(command, env=env)
+    arguments = ("--port", str(port), "--key", KEY, "--reranker", str(rerank_model))
+    process = processes.start_code(AS_SCRIPT, SERVER, *arguments, env=env, stderr=subprocess.PIPE, text=True)
     running = Server(port)
     try:
         deadline = time.monotonic() + 120
@@ -77,7 +79,9 @@ def server(rerank_model):
                 break
             except OSError:
                 if time.monotonic() > deadline or process.poll() is not None:
-                    raise AssertionError("the embedding server did not start") from None
+                    process.kill()
+                    said = process.communicate()[1][-2000:]
+                    raise AssertionError(f"the embedding server did not start: {said}") from None
                 time.sleep(0.3)
         yield running
     finally:
