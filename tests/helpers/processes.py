@@ -71,14 +71,13 @@ def _run_module(
 ) -> None:
     """In the forked child: become `python -m module argv...` in `cwd` with `env`, writing to the
     files `stdout` and `stderr`, then exit as the interpreter would; with `program` (module "-c"):
-    `python -c program argv...`. `preexec_fn` is called first, where Popen calls it."""
+    `python -c program argv...`. `preexec_fn` is called first, as Popen calls it after its file
+    descriptors and folder are set (what it raises is reported as the command's own)."""
     missing = [name for name in PRELOAD if name not in sys.modules]
     assert not missing, f"the forkserver could not import {missing}: run `python -c 'import {missing[0]}'`"
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
-    if preexec_fn is not None:
-        preexec_fn()
     for fd, target in ((1, stdout), (2, stderr)):
         opened = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(opened, fd)
@@ -88,6 +87,8 @@ def _run_module(
     sys.argv = [module, *argv]
     sys.modules.pop(module, None)  # preloaded, as the command's imports: `python -m` runs it anew as __main__
     try:
+        if preexec_fn is not None:
+            preexec_fn()
         if program is None:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:

@@ -1,5 +1,5 @@
 """Stores made hostile on purpose, and commands run against them: a hot journal (kill -9 in the
-middle of a write), a small full filesystem of a test's own, and a process bound by file modes
+middle of a write), a small full filesystem of a command's own, and a process bound by file modes
 (root without its powers over them), each as a real process."""
 
 from __future__ import annotations
@@ -98,33 +98,48 @@ def leave_a_hot_journal(database: Path) -> None:
         states(database)  # what the store check met: a read-only open cannot roll it back
 
 
-FULL_DISK = """set -e
-mount -t tmpfs -o size=4m tmpfs "$FS"
-eval "$PREPARE"
-free=$(df -k --output=avail "$FS" | tail -1)
-dd if=/dev/zero of="$FS/filler" bs=1k count=$((free - 30)) status=none
-set +e
-"$@" > out.txt 2> err.txt
-echo $? > rc
-rm "$FS/filler"
-eval "$AFTER"
-"""
+CLONE_NEWNS, CLONE_NEWUSER, MS_REC, MS_PRIVATE = 0x20000, 0x10000000, 0x4000, 0x40000  # linux/sched.h, mount.h
+LEFT = 30 * 1024  # bytes left on the full filesystem: a new store's first run does not fit
 
 
 def on_a_full_disk(
-    cwd: Path, fs: Path, args: list[str], env: dict, prepare: str = "", after: str = ""
+    cwd: Path, fs: Path, args: list[str], env: dict, store: Path | None = None, keep: Path | None = None
 ) -> tuple[int, str]:
-    """`args` in `cwd` with a 4 MiB tmpfs at `fs` that has 30 KiB left, in a user and mount
-    namespace of its own (unshare: no root needed; the mount ends with it). (exit code, stderr)."""
-    if shutil.which("unshare") is None:
-        pytest.fail("this test needs unshare (util-linux) for a small filesystem of its own")
+    """`args` (`python -m sweep...`) in `cwd` with a 4 MiB tmpfs at `fs` that has 30 KiB left, in a
+    user and mount namespace of its own (no root needed; the mount ends with it): `store` copied
+    there as mlflow.db before it fills up, and mlflow.db copied from there to `keep` at the
+    command's exit. (exit code, stderr)."""
     fs.mkdir(exist_ok=True)
     environment = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", PARENT_RUN)}
-    environment |= env | {"FS": str(fs), "PREPARE": prepare, "AFTER": after}
-    processes.run(
-        ["unshare", "-rm", "sh", "-c", FULL_DISK, "sh", *args], cwd=cwd, env=environment, check=True, timeout=600
-    )
-    return int((cwd / "rc").read_text()), (cwd / "err.txt").read_text()
+    ran = processes.run(
+        args, cwd=cwd, env=environment | env, capture_output=True, text=True, timeout=600,
+        preexec_fn=functools.partial(_on_a_full_disk_of_its_own, fs, store, keep),
+    )  # fmt: skip
+    return ran.returncode, ran.stderr
+
+
+def _on_a_full_disk_of_its_own(fs: Path, store: Path | None, keep: Path | None) -> None:
+    """In the command's process, before it runs: what `unshare --map-root-user --mount` gives the
+    program it starts (root in user and mount namespaces of its own, mounts private), then the
+    tmpfs at `fs`, filled; at its exit, the filler removed and the store copied to `keep`."""
+    uid, gid = os.getuid(), os.getgid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    _succeeded(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare")
+    for name, line in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+        Path("/proc/self", name).write_text(line)
+    _succeeded(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    _succeeded(libc.mount(b"tmpfs", os.fsencode(fs), b"tmpfs", 0, b"size=4m"), "mount tmpfs")
+    if store is not None:
+        shutil.copyfile(store, fs / "mlflow.db")
+    free = os.statvfs(fs)
+    (fs / "filler").write_bytes(bytes(free.f_bavail * free.f_frsize - LEFT))
+
+    def after() -> None:
+        (fs / "filler").unlink()
+        if keep is not None:
+            shutil.copyfile(fs / "mlflow.db", keep)
+
+    atexit.register(after)
 
 
 @functools.cache

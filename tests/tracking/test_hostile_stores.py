@@ -287,21 +287,23 @@ def test_a_full_disk_is_one_line_and_the_run_is_failed(tmp_path, small_kb_files)
     mlflow.set_tracking_uri(None)
     code, stderr = on_a_full_disk(
         store, store / "fs", [*run, f"hydra.run.dir={store / 'out'}"], {"MLFLOW_TRACKING_URI": uri},
-        prepare=f'cp {made} "$FS/mlflow.db"', after=f"cp {store / 'fs' / 'mlflow.db'} {store / 'after.db'}",
+        store=made, keep=store / "after.db",
     )  # fmt: skip
+    said = one_error_line(stderr)  # first: had the filesystem not been made, its traceback
     [(run_id, (status, error))] = states(store / "after.db").items()
     assert code == 2 and status == "FAILED"
     assert error == f"no space left to log it ({uri}: database or disk is full)"
-    assert one_error_line(stderr) == f"run {run_id}: {error}; the run is marked FAILED"
+    assert said == f"run {run_id}: {error}; the run is marked FAILED"
     # mlruns/ is full: the store (./mlflow.db) is not
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
     code, stderr = on_a_full_disk(artifacts, artifacts / "mlruns", [*run, f"hydra.run.dir={artifacts / 'out'}"], {})
+    said = one_error_line(stderr)
     [(run_id, (status, error))] = states(artifacts / "mlflow.db").items()
     assert code == 2 and status == "FAILED"
     where = (artifacts / "mlruns" / run_id / "artifacts").as_uri()
     assert error == f"no space left to log it (its artifacts in {where}: No space left on device)"
-    assert one_error_line(stderr) == f"run {run_id}: {error}; the run is marked FAILED"
+    assert said == f"run {run_id}: {error}; the run is marked FAILED"
 
 
 # ---------------------------------------------------------------- one line, not a traceback
