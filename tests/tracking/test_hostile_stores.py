@@ -40,7 +40,9 @@ from sweep.tracking import (
     use_experiment,
 )
 
-SWEEP = ("-m", "model=bm25,tfidf", "chunk=0,200")  # 4 lexical combinations: quick to kill and resume
+# 2 lexical combinations on whole documents: a kill lands before, in or after either (most of a
+# sweep's time is its own start and end), and each killed sweep and its resume are quick
+SWEEP = ("-m", "model=bm25,tfidf", "chunk=0")
 
 
 def log_failed(golden_set) -> str:
@@ -426,7 +428,7 @@ def kill_loop(tmp_path: Path, data: Path, iterations: int, seed: int) -> list[di
     duration = time.monotonic() - started
     assert process.returncode == 0, stderr[-3000:]
     reference = objectives(whole)
-    assert len(reference) == 4
+    assert len(reference) == 2
     moments = random.Random(seed)
     outcomes = []
     for span in range(iterations):
@@ -447,4 +449,4 @@ def kill_loop(tmp_path: Path, data: Path, iterations: int, seed: int) -> list[di
 def test_kill_9_at_random_moments_then_resume_gives_the_uninterrupted_numbers(tmp_path, small_kb_files):
     for outcome in kill_loop(tmp_path, small_kb_files, iterations=5, seed=23):
         assert outcome["resume_exit"] == 0 and not outcome["errors"], outcome
-        assert outcome["running"] == 0 and outcome["finished_children"] == 4 and outcome["same_numbers"], outcome
+        assert outcome["running"] == 0 and outcome["finished_children"] == 2 and outcome["same_numbers"], outcome
