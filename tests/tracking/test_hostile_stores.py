@@ -167,7 +167,7 @@ def test_resume_after_the_golden_filters_changed_runs_the_combination_again(tmp_
     shutil.copytree(small_kb_files, data)
     killed.mkdir()
     whole.mkdir()
-    overrides = ("-m", "model=bm25,tfidf", "filter=pre")
+    overrides = ("-m", "model=bm25,tfidf", "filter=pre", "chunk=0")  # whole documents: no tokenizer to load
     args, env = sweep_command(killed, data, *overrides)
     process = processes.start(args, cwd=killed, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(killed / "mlflow.db", lambda runs: any(r["child"] and r["status"] == "FINISHED" for r in runs))
