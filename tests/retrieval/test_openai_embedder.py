@@ -119,7 +119,7 @@ class FirstRun(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory, server, small_kb_files) -> FirstRun:
+def first_endpoint_run(tmp_path_factory, server, small_kb_files) -> FirstRun:
     """A clean run with the endpoint and an empty cache, what it sent, logged and cached, read
     before any other run: the run a second one repeats from the cache, and a run through faults
     must equal."""
@@ -134,15 +134,15 @@ def first_run(tmp_path_factory, server, small_kb_files) -> FirstRun:
 
 
 def test_the_endpoint_scores_as_the_local_model_and_a_second_run_sends_nothing(
-    tmp_path, clean, first_run, small_kb_files
+    tmp_path, clean, first_endpoint_run, small_kb_files
 ):
     local = sweep(tmp_path, small_kb_files)
     assert local.returncode == 0, local.stderr[-2000:]
-    api, first = first_run.cwd, first_run.result
+    api, first = first_endpoint_run.cwd, first_endpoint_run.result
     before = clean.requests()
     second = sweep_with_endpoint(api, clean, small_kb_files, "model.embedder.price_per_mtok=0.02")
     assert second.returncode == 0, second.stderr[-2000:]
-    assert clean.requests() == before and first_run.sent > 0  # the second run: not one request
+    assert clean.requests() == before and first_endpoint_run.sent > 0  # the second run: not one request
     _, local_runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
     _, api_runs = runs_in(f"sqlite:///{api / 'mlflow.db'}")
     first_run, second_run = sorted(api_runs, key=lambda r: r.info.start_time)
@@ -253,7 +253,7 @@ def test_a_known_model_gets_its_list_price_unless_one_is_given(server):
 
 
 def test_a_run_through_faults_scores_as_a_clean_run_and_caches_each_entry_once(
-    tmp_path, clean, first_run, small_kb_files
+    tmp_path, clean, first_endpoint_run, small_kb_files
 ):
     clean.faults(every=20, rate_limit=3, server_error=7, slow=11, slow_s=8)  # 429 Retry-After 1, 500, a timeout
     # small batches, one at a time: the server encodes in turn, so only the held request may time out
@@ -261,8 +261,14 @@ def test_a_run_through_faults_scores_as_a_clean_run_and_caches_each_entry_once(
     small = ("model.embedder.batch_size=16", "model.embedder.max_concurrency=1", "model.embedder.timeout=6")
     faulty = sweep_with_endpoint(tmp_path, clean, small_kb_files, *small)
     assert faulty.returncode == 0, faulty.stderr[-2000:]
-    metrics = {"clean": first_run.metrics, "faulty": runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")[1][0].data.metrics}
+    metrics = {
+        "clean": first_endpoint_run.metrics,
+        "faulty": runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")[1][0].data.metrics,
+    }
     assert metrics["faulty"]["ndcg_at_10"] == metrics["clean"]["ndcg_at_10"]
     assert metrics["faulty"]["embed/retries"] >= 3 and metrics["clean"]["embed/retries"] == 0
-    entries = {"clean": first_run.cache_entries, "faulty": sorted(p.name for p in (tmp_path / "cache").glob("*.npz"))}
+    entries = {
+        "clean": first_endpoint_run.cache_entries,
+        "faulty": sorted(p.name for p in (tmp_path / "cache").glob("*.npz")),
+    }
     assert entries["faulty"] == entries["clean"] and entries["clean"]  # the same entries, each written once
