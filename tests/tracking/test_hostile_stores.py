@@ -419,8 +419,8 @@ def resumed(folder: Path, data: Path, reference: dict, seconds: float) -> dict:
 def kill_loop(tmp_path: Path, data: Path, iterations: int, seed: int) -> list[dict]:
     """An uninterrupted sweep, then `iterations` sweeps, each killed at a random moment of its own
     span of the sweep's duration (the spans split it evenly: early and late kills alike), then
-    resumed. A kill lands while the sweep runs: one that ran faster than that and ended first is
-    started again, its moment drawn in the same span of what it took."""
+    resumed. A kill lands while the sweep runs: a sweep that ran faster and ended first is started
+    again, the moment drawn anew in the same span of nine tenths of the time that one took."""
     whole = tmp_path / "whole"
     whole.mkdir()
     process, started = started_sweep(whole, data, stderr=subprocess.PIPE)
@@ -432,16 +432,16 @@ def kill_loop(tmp_path: Path, data: Path, iterations: int, seed: int) -> list[di
     moments = random.Random(seed)
     outcomes = []
     for span in range(iterations):
-        for attempt in range(3):
+        for attempt in range(5):
             seconds = 0.5 + (span + moments.random()) / iterations * (duration - 0.5)
             folder = tmp_path / f"kill-{span}-{attempt}"
             took = killed_after(folder, data, seconds)
             if took is None:
                 outcomes.append(resumed(folder, data, reference, seconds))
                 break
-            duration = took
+            duration = 0.9 * took
         else:
-            raise AssertionError(f"three sweeps ended before their kill at {seconds:.2f} s of {duration:.2f} s")
+            raise AssertionError(f"five sweeps in a row ended before their kill, the last at {seconds:.2f} s")
     return outcomes
 
 
