@@ -401,16 +401,16 @@ def resumed(folder: Path, data: Path, reference: dict, seconds: float) -> dict:
     """The killed sweep in `folder` resumed: what the resumed store holds, and whether it is what
     `reference` (an uninterrupted sweep's `objectives`) measured."""
     journal = (folder / "mlflow.db-journal").exists()
-    resumed = sweep(folder, data, *SWEEP, "resume=true")
+    resume = sweep(folder, data, *SWEEP, "resume=true")
     after = states(folder / "mlflow.db") if (folder / "mlflow.db").exists() else {}
-    values = objectives(folder) if resumed.returncode == 0 else {}
+    values = objectives(folder) if resume.returncode == 0 else {}
     return {
         "killed_at_s": round(seconds, 2),
         "journal_left": journal,
-        "resume_exit": resumed.returncode,
-        "errors": [line for line in resumed.stderr.splitlines() if line.startswith("error:")],
+        "resume_exit": resume.returncode,
+        "errors": [line for line in resume.stderr.splitlines() if line.startswith("error:")],
         "running": sum(status == "RUNNING" for status, _ in after.values()),
-        "reused": resumed.stdout.count("(resume)") + resumed.stderr.count("(resume)"),
+        "reused": resume.stdout.count("(resume)") + resume.stderr.count("(resume)"),
         "finished_children": len(values),
         "same_numbers": values == reference,
     }
