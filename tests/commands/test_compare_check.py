@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ import pytest
 
 from helpers import processes
 from helpers.logged import BROKEN, EXPERIMENT, golden, log_run, rankings
+from helpers.servers import free_port
 from helpers.stores import copy_blank_store
 from sweep import check, compare
 from sweep.evaluation.comparison import paired_table
@@ -272,12 +272,6 @@ def test_check_sweeps_fail_when_any_pair_regresses(store, capsys):
     assert code == 0  # model=worse against model=worse, model=good against model=good
     code, out, _ = run_main(check, ["--baseline", store.base, "--candidate", store.sweep_b], capsys)
     assert code == 1 and "check failed: 1 of 3 comparisons regressed" in out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize(

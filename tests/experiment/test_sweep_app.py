@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from hydra.errors import ConfigCompositionException
 
 from helpers import processes
 from helpers.commands import compose_config, runs_in, sweep
+from helpers.servers import free_port
 from helpers.stores import copy_blank_store
 from sweep.evaluation import score
 from sweep.experiment.cli import measured_overrides, preflight, verbosity_flags
@@ -189,12 +189,6 @@ def test_bad_input_in_a_single_run_is_one_line_and_exit_code_2(tmp_path, small_k
     assert result.returncode == 2
     assert result.stderr.strip() == "error: chunk=-3: must be an integer >= 0"
     assert not (tmp_path / "mlflow.db").exists()  # checked before anything was opened or logged
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,15 +22,10 @@ from chromadb.config import Settings
 
 from helpers import processes
 from helpers.commands import runs_in, sweep, sweep_command, wait_for
+from helpers.servers import free_port
 
 CHROMA = Path(sys.executable).parent / "chroma"  # chromadb's command, installed beside this Python
 MEASURED_ELSEWHERE = ("time/", "latency/", "throughput/", "embed/", "index/bytes", "index/build_s", "index/search_ms")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def client(port: int) -> chromadb.ClientAPI:
