@@ -60,6 +60,22 @@ def raise_on_signal(number: int, frame: FrameType | None) -> None:
     raise interrupted
 
 
+def stop_on_signals() -> None:
+    """SIGINT and SIGTERM raise `Interrupted` (`raise_on_signal`) from here on. Where Python can
+    only print that raise (in a `__del__` or a weakref callback: "Exception ignored in ...", with a
+    traceback) nothing is printed, as the next checkpoint raises it again and the command ends with
+    its one line; any other unraisable exception is printed as before."""
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, raise_on_signal)
+    printed = sys.unraisablehook
+
+    def quiet_about_signals(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, Interrupted):
+            printed(unraisable)
+
+    sys.unraisablehook = quiet_about_signals
+
+
 def _inside(frame: FrameType | None, modules: tuple[str, ...]) -> bool:
     """Whether the call stack at `frame` runs code of one of `modules` (prefixes of module names)."""
     while frame is not None:

@@ -54,8 +54,8 @@ from sweep.errors import (
     exit_2_on_bad_input,
     one_line,
     raise_if_interrupted,
-    raise_on_signal,
     report_bad_input,
+    stop_on_signals,
 )
 from sweep.experiment.trial import HOW_IT_RUNS, Trial, build_pipeline, check_settings, run_trial
 from sweep.reporting.console import (
@@ -117,8 +117,7 @@ def choices() -> dict[str, str]:
 
 def main() -> None:
     """Check the command line, run it; a signal stops the sweep as described in `stop`."""
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, raise_on_signal)
+    stop_on_signals()
     combinations = 0
     try:
         sys.argv[1:] = connecting_to_a_ray_cluster(maximizing(verbosity_flags(sys.argv[1:])))
