@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
 
 import numpy as np
 import pytest
-import ranx
 
 from sweep.retrieval.base import Hits
 from sweep.retrieval.fusion import FUSIONS, NORMS, fuse
@@ -21,6 +24,10 @@ RANX_NORM = {
     "borda": "borda",
 }
 QUESTIONS = 40
+SCORE_FUSIONS = {"convex": "wsum", "combsum": "sum", "combmnz": "mnz"}  # ours: ranx's name
+MEMBERS = [2, 3]
+RRF_WEIGHTS = [0.3, 1.2, 0.5]
+DBSF_WEIGHTS = [0.7, 0.2, 1.0]
 
 
 def member_lists(seed: int, members: int) -> list[list[Hits]]:
@@ -39,8 +46,8 @@ def member_lists(seed: int, members: int) -> list[list[Hits]]:
     return questions
 
 
-def ranx_runs(questions: list[list[Hits]], term=None) -> list[ranx.Run]:
-    """One ranx run per member (scores replaced by `term(hits)` when given)."""
+def member_runs(questions: list[list[Hits]], term=None) -> list[dict]:
+    """Each member's run as ranx.Run takes it (scores replaced by `term(hits)` when given)."""
     runs = []
     for member in range(len(questions[0])):
         run = {}
@@ -48,19 +55,8 @@ def ranx_runs(questions: list[list[Hits]], term=None) -> list[ranx.Run]:
             hits = lists[member]
             scores = hits.scores if term is None else term(hits)
             run[f"q{q}"] = {f"c{i}": float(s) for i, s in zip(hits.ids.tolist(), scores)}
-        runs.append(ranx.Run(run))
+        runs.append(run)
     return runs
-
-
-def assert_same(questions, ours, theirs: ranx.Run) -> None:
-    expected = theirs.to_dict()
-    for q, lists in enumerate(questions):
-        fused = ours(lists)
-        got = {f"c{i}": s for i, s in zip(fused.ids.tolist(), fused.scores.tolist())}
-        want = expected.get(f"q{q}", {})
-        assert got.keys() == want.keys(), q
-        np.testing.assert_allclose([got[c] for c in want], list(want.values()), rtol=0, atol=1e-9)
-        assert np.all(np.diff(fused.scores) <= 0)  # best first
 
 
 def qdrant_dbsf(hits: Hits) -> list[float]:
@@ -75,39 +71,92 @@ def qdrant_dbsf(hits: Hits) -> list[float]:
     return [(s - low) / (high - low) for s in scores]
 
 
-# ranx compiles its numba kernels on first use (about two minutes on a fresh machine): slow
-@pytest.mark.slow
-@pytest.mark.parametrize("members", [2, 3])
-@pytest.mark.parametrize("norm", NORMS)
-@pytest.mark.parametrize("method", ["convex", "combsum", "combmnz"])
-def test_score_fusions_equal_ranx(method, norm, members):
+def score_fusion_inputs(method: str, norm: str, members: int) -> tuple[list[list[Hits]], np.ndarray | None]:
     questions = member_lists(seed=members * 100 + NORMS.index(norm), members=members)
     weights = np.random.default_rng(7).uniform(0.1, 1, size=members) if method == "convex" else None
-    ranx_method, params = {"convex": ("wsum", {"weights": list(weights) if weights is not None else None}),
-                           "combsum": ("sum", {}), "combmnz": ("mnz", {})}[method]  # fmt: skip
-    theirs = ranx.fuse(ranx_runs(questions), norm=RANX_NORM[norm], method=ranx_method, params=params)
-    assert_same(questions, lambda lists: fuse(lists, method, norm, weights), theirs)
+    return questions, weights
+
+
+def ranx_requests() -> dict[str, dict]:
+    """Every `ranx.fuse` the tests below compare with, by name: its member runs and arguments."""
+    requests = {}
+    for method, ranx_method in SCORE_FUSIONS.items():
+        for norm in NORMS:
+            for members in MEMBERS:
+                questions, weights = score_fusion_inputs(method, norm, members)
+                params = {"weights": weights.tolist()} if weights is not None else {}
+                requests[f"{method}-{norm}-{members}"] = dict(
+                    runs=member_runs(questions), norm=RANX_NORM[norm], method=ranx_method, params=params
+                )
+    for members in MEMBERS:
+        questions = member_lists(seed=members, members=members)
+        requests[f"rrf-{members}"] = dict(runs=member_runs(questions), norm=None, method="rrf", params={"k": 20})
+        reciprocal = member_runs(questions, term=lambda hits: 1 / (60 + np.arange(1, len(hits) + 1)))
+        weights = {"weights": RRF_WEIGHTS[:members]}
+        requests[f"weighted-rrf-{members}"] = dict(runs=reciprocal, norm=None, method="wsum", params=weights)
+        dbsf = member_runs(member_lists(seed=10 + members, members=members), term=qdrant_dbsf)
+        weights = {"weights": DBSF_WEIGHTS[:members]}
+        requests[f"dbsf-{members}"] = dict(runs=dbsf, norm=None, method="wsum", params=weights)
+    return requests
+
+
+RANX_FUSE = """
+import json, sys
+import ranx
+requests = json.load(sys.stdin)
+fused = {name: ranx.fuse([ranx.Run(run) for run in request.pop("runs")], **request).to_dict()
+         for name, request in requests.items()}
+json.dump(fused, sys.stdout)
+"""
+
+
+@pytest.fixture(scope="module")
+def ranx_fused() -> dict[str, dict]:
+    """ranx's fusion of every request, by name, from one process of its own in which numba compiles
+    nothing (NUMBA_DISABLE_JIT=1): ranx's kernels run as the Python they are written in, with the
+    same float64 arithmetic, where compiling them took about two minutes on a fresh machine."""
+    done = subprocess.run(
+        [sys.executable, "-c", RANX_FUSE], input=json.dumps(ranx_requests()), capture_output=True, text=True,
+        env=os.environ | {"NUMBA_DISABLE_JIT": "1"}, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def assert_same(questions, ours, expected: dict) -> None:
+    for q, lists in enumerate(questions):
+        fused = ours(lists)
+        got = {f"c{i}": s for i, s in zip(fused.ids.tolist(), fused.scores.tolist())}
+        want = expected.get(f"q{q}", {})
+        assert got.keys() == want.keys(), q
+        np.testing.assert_allclose([got[c] for c in want], list(want.values()), rtol=0, atol=1e-9)
+        assert np.all(np.diff(fused.scores) <= 0)  # best first
+
+
+@pytest.mark.slow  # ranx's process imports numba: about 5 s
+@pytest.mark.parametrize("members", MEMBERS)
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("method", SCORE_FUSIONS)
+def test_score_fusions_equal_ranx(method, norm, members, ranx_fused):
+    questions, weights = score_fusion_inputs(method, norm, members)
+    assert_same(questions, lambda lists: fuse(lists, method, norm, weights), ranx_fused[f"{method}-{norm}-{members}"])
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("members", [2, 3])
-def test_rrf_equals_ranx_and_its_weighted_form_a_weighted_sum_of_reciprocal_ranks(members):
+@pytest.mark.parametrize("members", MEMBERS)
+def test_rrf_equals_ranx_and_its_weighted_form_a_weighted_sum_of_reciprocal_ranks(members, ranx_fused):
     questions = member_lists(seed=members, members=members)
-    theirs = ranx.fuse(ranx_runs(questions), norm=None, method="rrf", params={"k": 20})
-    assert_same(questions, lambda lists: fuse(lists, "rrf", k=20), theirs)
-    weights = [0.3, 1.2, 0.5][:members]
-    reciprocal = ranx_runs(questions, term=lambda hits: 1 / (60 + np.arange(1, len(hits) + 1)))
-    theirs = ranx.fuse(reciprocal, norm=None, method="wsum", params={"weights": weights})
-    assert_same(questions, lambda lists: fuse(lists, "rrf", weights=weights), theirs)
+    assert_same(questions, lambda lists: fuse(lists, "rrf", k=20), ranx_fused[f"rrf-{members}"])
+    weights = RRF_WEIGHTS[:members]
+    assert_same(questions, lambda lists: fuse(lists, "rrf", weights=weights), ranx_fused[f"weighted-rrf-{members}"])
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("members", [2, 3])
-def test_dbsf_is_qdrants_normalisation_summed_as_ranx_sums(members):
+@pytest.mark.parametrize("members", MEMBERS)
+def test_dbsf_is_qdrants_normalisation_summed_as_ranx_sums(members, ranx_fused):
     questions = member_lists(seed=10 + members, members=members)
-    weights = [0.7, 0.2, 1.0][:members]
-    theirs = ranx.fuse(ranx_runs(questions, term=qdrant_dbsf), norm=None, method="wsum", params={"weights": weights})
-    assert_same(questions, lambda lists: fuse(lists, "dbsf", weights=weights), theirs)
+    weights = DBSF_WEIGHTS[:members]
+    assert_same(questions, lambda lists: fuse(lists, "dbsf", weights=weights), ranx_fused[f"dbsf-{members}"])
 
 
 def test_every_offered_method_and_norm_is_covered_above():
