@@ -14,21 +14,25 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import chromadb
-import lancedb
 import pytest
-from chromadb.config import Settings
 
 from helpers import processes
 from helpers.commands import runs_in, sweep, sweep_command, wait_for
 from helpers.servers import free_port
+
+if TYPE_CHECKING:
+    import chromadb
 
 CHROMA = Path(sys.executable).parent / "chroma"  # chromadb's command, installed beside this Python
 MEASURED_ELSEWHERE = ("time/", "latency/", "throughput/", "embed/", "index/bytes", "index/build_s", "index/search_ms")
 
 
 def client(port: int) -> chromadb.ClientAPI:
+    import chromadb  # here, not at the top: the engines take seconds to import, and every worker collects this file
+    from chromadb.config import Settings
+
     return chromadb.HttpClient(host="127.0.0.1", port=port, settings=Settings(anonymized_telemetry=False))
 
 
@@ -87,6 +91,8 @@ def engine_options(folder: Path, port: int) -> str:
 
 def left_behind(folder: Path, port: int | None) -> dict[str, list[str]]:
     """What the runs left: collections in the server, tables in the LanceDB folder, temporary folders."""
+    import lancedb
+
     return {
         "collections": [c.name for c in client(port).list_collections()] if port else [],
         "tables": list(lancedb.connect(folder / "lance").list_tables().tables),

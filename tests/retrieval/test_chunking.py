@@ -125,6 +125,7 @@ def test_generated_documents_are_covered_by_exact_chunks(kind, doc, size):
     check_chunks(corpus, make(kind, size).split(corpus), size, windows=kind == "tokens")
 
 
+@pytest.mark.slow  # the real model embeds every example's sentences: about 6 s
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=DOCUMENT, size=SIZES)
 def test_semantic_chunks_of_generated_documents_are_exact_and_within_size(doc, size):

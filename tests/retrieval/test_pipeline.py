@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from sweep.evaluation import score
 from sweep.retrieval.base import Hits
@@ -43,6 +42,8 @@ def test_the_latency_sample_is_seeded_sorted_and_all_questions_when_few():
 
 
 def test_questions_alone_are_timed_on_one_torch_thread():
+    import torch  # here, not at the top: every worker collects this file
+
     before = torch.get_num_threads()
     torch.set_num_threads(2)  # more than one, whatever the machine (or a fixture) set: the restore shows
     try:

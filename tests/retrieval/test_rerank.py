@@ -8,15 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from hydra import compose, initialize_config_module
-from transformers import (
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    BertConfig,
-    BertForSequenceClassification,
-    BertTokenizer,
-)
 
 from helpers.models import MAX_LENGTH, write_tiny_cross_encoder
 from sweep.errors import InputError
@@ -40,6 +32,9 @@ def tiny_cross_encoder(tmp_path_factory, small_kb) -> Path:
 
 def logits(folder: Path, query: str, texts: list[str]) -> np.ndarray:
     """The model's own scores for (query, text) pairs, straight from transformers."""
+    import torch  # here, not at the top: every worker collects this file, and few run it
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
     batch = tokenizer(
@@ -104,6 +99,8 @@ def test_bad_fusion_settings_are_clear_errors(setting):
 
 
 def test_a_model_with_several_labels_is_not_a_reranker(tmp_path, tiny_cross_encoder):
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
     config = BertConfig.from_pretrained(tiny_cross_encoder)
     config.num_labels = 3
     BertForSequenceClassification(config).save_pretrained(tmp_path)

@@ -13,11 +13,8 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-import chromadb
-import lancedb
 import numpy as np
 import pytest
-from chromadb.config import Settings
 
 from helpers.commands import compose_config
 from sweep.errors import InputError
@@ -176,7 +173,16 @@ def test_lancedb_filtering_after_the_search_returns_fewer_hits(data):
     assert counts[True].all() and counts[False].sum(axis=1).mean() < 6  # IT is 2 in 7 of the chunks
 
 
+def lance_tables(folder: Path) -> int:
+    import lancedb
+
+    return len(lancedb.connect(folder).list_tables().tables)
+
+
 def chroma_collections(path: Path) -> list[str]:
+    import chromadb  # here, not at the top: the engines take seconds to import, and every worker collects this file
+    from chromadb.config import Settings
+
     client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
     try:
         return [c.name for c in client.list_collections()]
@@ -208,7 +214,7 @@ def test_what_an_engine_made_is_removed_unless_kept(data, tmp_path):
         table.build(vectors[:50], metadata[:50])
         table.close()
     assert [name.startswith("golden-sweep-") for name in chroma_collections(tmp_path / "chroma")] == [True]
-    assert len(lancedb.connect(tmp_path / "lance").list_tables().tables) == 1
+    assert lance_tables(tmp_path / "lance") == 1
     with pytest.raises(InputError, match=r"index.keep=true: a temporary folder .* give index.path="):
         ChromaIndex(keep=True)
     with pytest.raises(InputError, match=r"index.keep=true: a temporary folder .* give index.uri="):
@@ -219,7 +225,7 @@ def test_settings_an_engine_cannot_use_are_one_line_before_anything_is_made(data
     vectors, metadata, _ = data
     with pytest.raises(InputError, match=r"^index.num_sub_vectors=7: must divide the vectors' 32 dimensions$"):
         LanceDBIndex(index_type="IVF_PQ", num_sub_vectors=7, uri=str(tmp_path)).build(vectors, metadata)
-    assert not lancedb.connect(tmp_path).list_tables().tables
+    assert lance_tables(tmp_path) == 0
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # free: nothing listens there

@@ -19,6 +19,7 @@ from sweep.retrieval.chunking.base import (
     Context,
     Span,
     check_overlap,
+    longest_token,
 )
 from sweep.settings import Range, checked
 
@@ -58,10 +59,6 @@ class SpanChunker(Chunker):
         return count
 
     @cached_property
-    def _longest_token(self) -> int:
-        return max(len(token) for token in self.tokenizer.get_vocab())
-
-    @cached_property
     def _semchunkers(self) -> dict[int, Any]:
         return {}
 
@@ -79,7 +76,7 @@ class SpanChunker(Chunker):
 
             # memoize=False: semchunk's memo is a module-wide dict that would keep every chunker alive
             self._semchunkers[size] = semchunk.chunkerify(
-                counter, size, max_token_chars=self._longest_token, memoize=False
+                counter, size, max_token_chars=longest_token(self.tokenizer), memoize=False
             )
         return self._semchunkers[size]
 
