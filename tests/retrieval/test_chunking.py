@@ -39,6 +39,7 @@ STRATEGIES = {
     "semantic": SemanticChunker,
 }
 FAST = [name for name in STRATEGIES if name != "semantic"]  # semantic runs the model: fewer examples
+EVERY = [*FAST, pytest.param("semantic", marks=pytest.mark.slow)]  # the real model embeds: slow
 
 
 @functools.cache
@@ -58,7 +59,7 @@ def make(kind: str | type, size: int, **kwargs) -> Chunker:
         kwargs.setdefault("overlap", 0)
     chunker = cls(size, **kwargs)
     chunker.__dict__["tokenizer"] = _tokenizer()
-    if cls is SemanticChunker:
+    if cls is SemanticChunker and size > 0:  # whole documents (size 0) need no model
         chunker.__dict__["model"] = _model()
     return chunker
 
@@ -317,6 +318,7 @@ def test_markdown_without_headings_chunks_as_recursive():
     assert markdown == recursive
 
 
+@pytest.mark.slow  # the real model embeds
 def test_semantic_breaks_between_topics_within_size():
     cats = " ".join(f"Cats purr and nap in the sun, fact {n}." for n in range(6))
     tax = " ".join(f"The tax return is due in April, rule {n}." for n in range(6))
@@ -457,7 +459,7 @@ def spans_of(chunks: list[Chunk]) -> list[tuple]:
     return [(c.doc_id, c.index, c.start, c.end, c.text, c.n_tokens) for c in chunks]
 
 
-@pytest.mark.parametrize("kind", list(STRATEGIES))
+@pytest.mark.parametrize("kind", EVERY)
 def test_context_changes_the_prefix_only_never_the_spans(kind):
     corpus = Corpus((Document("guide", GUIDE, "User guide", prepend_title=False), Document("kb", TEXT, "Title")))
     size = 24

@@ -114,6 +114,7 @@ def test_sharded_vectors_equal_one_piece_and_every_shard_is_a_cache_entry(tmp_pa
     np.testing.assert_allclose(one_shard, reference, atol=1e-6)
 
 
+@pytest.mark.slow  # the real model embeds the reference
 def test_a_whole_corpus_entry_written_before_shards_is_still_read(tmp_path, embedder, reference, monkeypatch):
     cache = EmbeddingCache(tmp_path)
     cache.put(cache.key(embedder.identity, TEXTS), reference)  # the one entry a corpus had before shards

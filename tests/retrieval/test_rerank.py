@@ -98,6 +98,7 @@ def test_bad_fusion_settings_are_clear_errors(setting):
         HybridReranker(**setting)
 
 
+@pytest.mark.slow  # its cross-encoder is written and loaded with transformers: about 7 s
 def test_a_model_with_several_labels_is_not_a_reranker(tmp_path, tiny_cross_encoder):
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
 

@@ -2,13 +2,14 @@
 
 Params are the resolved config flattened to dotted keys plus Hydra's chosen option per group
 (`index=hnsw`); metrics are headline means, per type (`type/<type>/<metric>`, `type/<type>/n`),
-abstention and costs; tables via `mlflow.log_table`; the golden set as a dataset input with its
+abstention and costs; tables as `mlflow.log_table` writes them (`log_tables`); the golden set as a dataset input with its
 digest (`sweep.tracking.digests`); tags for data digests, git commit and package versions. MLflow metric names may not
 contain `@`; `metric_key` writes ours without it. The plots are `sweep.tracking.plots`'.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import subprocess
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+import pandas as pd
+from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 
 from sweep.evaluation import Evaluation
 from sweep.evaluation.abstention import Calibration
@@ -110,19 +113,40 @@ def log_member_hits(hits: Mapping[str, Mapping[str, list[list[Any]]]]) -> None:
     mlflow.log_dict({qid: dict(members) for qid, members in hits.items()}, MEMBER_HITS)
 
 
+def log_tables(tables: Mapping[str, pd.DataFrame], run_id: str | None = None) -> None:
+    """Each table as `mlflow.log_table` writes a new one (JSON in pandas' "split" orient, listed in
+    the run's `mlflow.loggedArtifacts` tag, which the UI and `mlflow.load_table` read), for the
+    active run or `run_id`, in one upload and one tag write: log_table lists the run's artifacts,
+    reads the run and writes the tag for every table, about 85 ms apiece."""
+    client = mlflow.MlflowClient()
+    run_id = run_id or mlflow.active_run().info.run_id
+    with tempfile.TemporaryDirectory() as folder:
+        for path, table in tables.items():
+            written = Path(folder, path)
+            written.parent.mkdir(parents=True, exist_ok=True)
+            table.to_json(written, orient="split", index=False, date_format="iso")
+        client.log_artifacts(run_id, folder)
+    listed = json.loads(client.get_run(run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
+    listed += [{"path": path, "type": "table"} for path in tables if {"path": path, "type": "table"} not in listed]
+    client.set_tag(run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps(listed))
+
+
 def log_evaluation(evaluation: Evaluation, worst: int = 10) -> None:
     """The means as metrics (`evaluation_metrics`); per question, per type and the worst questions as tables."""
     mlflow.log_metrics(evaluation_metrics(evaluation))
     per_query = evaluation.per_query.reset_index()
     per_query.insert(2, "question", [evaluation.golden.by_id[q].question for q in per_query["qid"]])
-    mlflow.log_table(per_query, "tables/per_query.json")
-    mlflow.log_table(evaluation.by("type").reset_index(), "tables/per_type.json")
     worst_table = evaluation.worst(worst).reset_index()
     worst_table["relevant"] = worst_table["relevant"].map(doc_grades)
     worst_table["retrieved"] = worst_table["retrieved"].map(doc_grades)
-    mlflow.log_table(worst_table, "tables/worst_queries.json")
+    tables = {
+        "tables/per_query.json": per_query,
+        "tables/per_type.json": evaluation.by("type").reset_index(),
+        "tables/worst_queries.json": worst_table,
+    }
     if evaluation.context is not None and len(evaluation.context.frame):
-        mlflow.log_table(evaluation.worst_context(worst).reset_index(), "tables/worst_context.json")
+        tables["tables/worst_context.json"] = evaluation.worst_context(worst).reset_index()
+    log_tables(tables)
 
 
 def log_calibration(calibration: Calibration) -> None:
@@ -134,7 +158,7 @@ def log_calibration(calibration: Calibration) -> None:
     mlflow.log_metrics(loggable(values))
     # the -inf row abstains exactly as the lowest observed score does, and JSON has no -inf
     curve = calibration.curve[calibration.curve["threshold"].map(math.isfinite)]
-    mlflow.log_table(curve, "tables/abstention_curve.json")
+    log_tables({"tables/abstention_curve.json": curve})
     if len(curve):
         log_calibration_plot(calibration, curve)
 

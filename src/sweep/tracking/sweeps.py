@@ -26,7 +26,7 @@ from sweep.evaluation.leaderboard import SweepResults
 from sweep.evaluation.registry import HEADLINE
 from sweep.tracking.legacy import legacy_targets
 from sweep.tracking.lifecycle import PARENT_RUN, kill_orphans, process_tags, run_name
-from sweep.tracking.logger import loggable
+from sweep.tracking.logger import log_tables, loggable
 from sweep.tracking.reading import LoggedRun, build_results, sweep_children
 from sweep.tracking.store import CONFIG_DIGEST, SUPERSEDED_BY, connect, search_pages, tracking_uri, use_experiment
 
@@ -152,7 +152,7 @@ def finish_sweep(interrupted: Interrupted | None = None) -> SweepSummary | None:
     results = None
     if children:
         results = build_results(objective, children)
-        mlflow.log_table(results.leaderboard.reset_index(), "tables/leaderboard.json", run_id=parent_id)
+        log_tables({"tables/leaderboard.json": results.leaderboard.reset_index()}, run_id=parent_id)
         mlflow.log_metrics(loggable({f"stats/mde_{objective}": results.mde}))
     failed = [(c.overrides, c.tags.get("error") or c.status) for c in children if c.status != "FINISHED"]
     if interrupted is None:
