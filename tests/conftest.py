@@ -7,16 +7,17 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from xdist.scheduler import LoadFileScheduling
 
 from helpers import servers
-from helpers.commands import runs_in, sweep
-from helpers.data import golden_of, ranked, write_kb_slice
-from sweep.formats.corpus import Corpus, load_corpus
-from sweep.formats.golden import GoldenSet, load_golden
-from sweep.formats.runs import Run
+
+if TYPE_CHECKING:  # the fixtures import what they use: the controlling process loads this file and runs no test
+    from sweep.formats.corpus import Corpus
+    from sweep.formats.golden import GoldenSet
+    from sweep.formats.runs import Run
 
 IN_MEMORY = Path("/dev/shm")  # a tmpfs on Linux
 ROOM_NEEDED = 4 * 2**30  # what a whole run of the suite writes, with margin
@@ -43,6 +44,8 @@ def pytest_sessionstart(session):
 @pytest.fixture
 def seed_example() -> tuple[GoldenSet, Run]:
     """DESIGN.md's worked example."""
+    from helpers.data import golden_of, ranked
+
     golden = golden_of({"vacation days": {"d1": 1}, "hotel limit": {"d6": 1}, "stolen laptop": {"d10": 1}})
     run = ranked(
         {"vacation days": ["d2", "d1", "d9"], "hotel limit": ["d6", "d5", "d7"], "stolen laptop": ["d3", "d4", "d8"]}
@@ -54,12 +57,18 @@ def seed_example() -> tuple[GoldenSet, Run]:
 def small_kb_files(tmp_path_factory) -> Path:
     """12 Finance documents, the questions about them and 3 unanswerable ones, as files: for
     `python -m sweep` in a subprocess."""
+    from helpers.data import write_kb_slice
+
     return write_kb_slice(tmp_path_factory.mktemp("small-kb-files"), {"Finance"}, documents=12)
 
 
 @pytest.fixture(scope="session")
 def small_kb(tmp_path_factory) -> tuple[Corpus, GoldenSet]:
     """The Finance and IT documents (28), the questions about them and 3 unanswerable ones."""
+    from helpers.data import write_kb_slice
+    from sweep.formats.corpus import load_corpus
+    from sweep.formats.golden import load_golden
+
     folder = write_kb_slice(tmp_path_factory.mktemp("small-kb"), {"Finance", "IT"})
     corpus = load_corpus(folder / "corpus.jsonl")
     return corpus, load_golden(folder / "golden.jsonl", corpus, warn=False)
@@ -81,6 +90,8 @@ def torch_on_one_thread() -> Iterator[None]:
 def real_sweep(tmp_path_factory, small_kb_files) -> tuple[str, dict[str, str], Path, str]:
     """`python -m sweep -m model=bm25,tfidf` on the small knowledge base, once per session:
     (store, {model: child run id}, cwd, what it printed). Its sweep folder is cwd/multirun."""
+    from helpers.commands import runs_in, sweep
+
     cwd = tmp_path_factory.mktemp("real-sweep")
     result = sweep(cwd, small_kb_files, "-m", "model=bm25,tfidf")
     assert result.returncode == 0, result.stderr[-3000:]
