@@ -68,13 +68,16 @@ class CrossEncoderReranker(Reranker):
             raise InputError(f"reranker.model={self.model}: no such folder (a local CrossEncoder folder is needed)")
 
     def build(self, texts: Sequence[str]) -> None:
+        folder = Path(self.model).expanduser()
+        if not (folder / "config.json").is_file():  # said before seconds of importing the libraries
+            raise InputError(f"reranker.model={self.model}: not a loadable CrossEncoder (no config.json in {folder})")
         import torch
         from sentence_transformers import CrossEncoder
 
         self.texts = list(texts)
         self.raw_scores = torch.nn.Identity()  # logits: a sigmoid saturates to 1.0 in float32 and would tie the best
         try:
-            self.encoder = CrossEncoder(str(Path(self.model).expanduser()), device="cpu", local_files_only=True)
+            self.encoder = CrossEncoder(str(folder), device="cpu", local_files_only=True)
         except (OSError, ValueError) as error:
             raise InputError(f"reranker.model={self.model}: not a loadable CrossEncoder ({error})") from None
         if self.encoder.num_labels != 1:
