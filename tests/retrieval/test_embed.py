@@ -15,6 +15,7 @@ def embedder():
     return SentenceTransformerEmbedder()
 
 
+@pytest.mark.slow  # the real model embeds
 def test_minilm_embeds_unit_vectors_that_rank_the_paraphrase_first(embedder):
     docs = embedder.encode_documents(["Employees get 25 days of paid annual leave.", "The VPN client needs a token."])
     query = embedder.encode_queries(["how much vacation do I get"])
@@ -25,6 +26,7 @@ def test_minilm_embeds_unit_vectors_that_rank_the_paraphrase_first(embedder):
     assert embedder.max_seq_length == 256
 
 
+@pytest.mark.slow  # the real model embeds
 def test_truncated_share_counts_texts_longer_than_the_model_reads(embedder):
     short, long = "annual leave", " ".join(["leave"] * 300)  # 2 and 300 tokens, plus [CLS] and [SEP]
     assert embedder.truncated_share([short, long, long, short]) == 0.5
@@ -33,6 +35,7 @@ def test_truncated_share_counts_texts_longer_than_the_model_reads(embedder):
     assert embedder.truncated_share([exactly]) == 0.0 and embedder.truncated_share([exactly + " leave"]) == 1.0
 
 
+@pytest.mark.slow  # the real model embeds
 def test_cache_keys_on_content_and_gives_back_what_it_stored(tmp_path, embedder):
     cache = EmbeddingCache(tmp_path)
     texts = ["alpha", "beta"]
@@ -60,6 +63,7 @@ def test_a_folder_that_is_not_a_model_is_a_clear_error(tmp_path):
         SentenceTransformerEmbedder(str(tmp_path))
 
 
+@pytest.mark.slow  # the real model embeds
 def test_prompts_and_matryoshka_truncation_reach_the_vectors():
     texts = ["annual leave carries over", "hotel limit per night"]
     plain = SentenceTransformerEmbedder().encode_documents(texts)
