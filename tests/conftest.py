@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import tempfile
@@ -39,6 +40,17 @@ def pytest_sessionstart(session):
     """Ray, wherever a test starts or joins a cluster, on 127.0.0.1 only, without usage reports or
     token auth: set for the whole session, as Ray reads them once, when a test first imports it."""
     os.environ.update(servers.RAY_ENV)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_unconfigure(config):
+    """The process's garbage collected once, then what is still alive frozen (`gc.freeze`): right
+    after this pytest collects five times more, to report what finalizers raise, and each pass walked every
+    object the models and libraries left behind, about a second apiece on this machine. A worker
+    still doing that 5 s after the controlling process closed it was interrupted by execnet
+    (SIGINT to itself), and its KeyboardInterrupt was printed under the run's last line."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture
