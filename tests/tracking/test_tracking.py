@@ -82,6 +82,12 @@ def test_a_run_receives_metrics_tables_dataset_and_tags(store):
     assert client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
     artifacts = {a.path for a in client.list_artifacts(run.run_id, "tables")}
     assert artifacts == {"tables/per_query.json", "tables/per_type.json", "tables/worst_queries.json"}
+    # as mlflow.log_table leaves them: listed for the UI, and read back by mlflow.load_table
+    listed = json.loads(logged.data.tags["mlflow.loggedArtifacts"])
+    assert listed == [{"path": path, "type": "table"} for path in sorted(artifacts)]
+    mlflow.set_experiment(experiment_id=experiment_id)
+    per_query = mlflow.load_table("tables/per_query.json", run_ids=[run.run_id])
+    assert per_query["qid"].tolist() == ["q1", "q2", "u"] and per_query["recall_at_1"].tolist()[:2] == [1.0, 0.0]
     saved = (store / "mlruns").joinpath(run.run_id, "artifacts")
     assert yaml.safe_load((saved / "config" / "overrides.yaml").read_text()) == {
         "overrides": ["index=flat"],
