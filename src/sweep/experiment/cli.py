@@ -22,7 +22,6 @@ composes into each job's config and applies around the task in whichever process
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import os
@@ -207,13 +206,13 @@ def preflight(argv: Sequence[str]) -> int:
     if len(combinations) >= NOTICE_FROM:
         print(f"checking the {len(combinations):,} combinations before the first runs ...", file=sys.stderr)
     with initialize_config_module(version_base="1.3", config_module="sweep.conf"):
-        composed_with_hydra.cache_clear()  # from this command line only
+        first = composed_with_hydra(combinations[0])  # once, for the output folder and the first checks
+        check_output_folder(first, args.multirun)
         for number, combination in enumerate(combinations):
             where = f" (in the combination {' '.join(combination)})" if len(combinations) > 1 else ""
-            if number == 0:  # composed once with Hydra's own config, which names the output folder
-                check_output_folder(combination, args.multirun)
             try:
-                cfg = compose("config", overrides=combination) if number else first_composed(combination)
+                reuse = number == 0 and first is not None
+                cfg = without_hydra(first) if reuse else compose("config", overrides=combination)
                 check_settings(cfg)
                 if cfg.resume and not args.multirun:
                     raise InputError("resume=true resumes a sweep: add -m (a single run has nothing to resume)")
@@ -228,29 +227,32 @@ def preflight(argv: Sequence[str]) -> int:
     return len(combinations)
 
 
-@functools.lru_cache(maxsize=1)
-def composed_with_hydra(overrides: tuple[str, ...]) -> DictConfig:
-    """`overrides` composed with Hydra's own config (`hydra.*`), kept for the next call: the
-    preflight's first combination is composed once (0.2 s), for its output folder and its checks."""
-    return compose("config", overrides=list(overrides), return_hydra_config=True)
+def composed_with_hydra(overrides: Sequence[str]) -> DictConfig | None:
+    """`overrides` composed with Hydra's own config (`hydra.*`); None where they cannot be
+    composed (the checks that follow say why)."""
+    try:
+        return compose("config", overrides=list(overrides), return_hydra_config=True)
+    except (HydraException, OmegaConfBaseException):
+        return None
 
 
-def first_composed(overrides: Sequence[str]) -> DictConfig:
-    """The config `overrides` compose to, without Hydra's node (what `compose` gives), from the
-    composition the output folder's check made."""
-    cfg = composed_with_hydra(tuple(overrides)).copy()
+def without_hydra(composed: DictConfig) -> DictConfig:
+    """What `compose` gives for the same overrides: the config without Hydra's node."""
+    cfg = composed.copy()
     with open_dict(cfg):
         del cfg["hydra"]
     return cfg
 
 
-def check_output_folder(overrides: Sequence[str], multirun: bool) -> None:
+def check_output_folder(composed: DictConfig | None, multirun: bool) -> None:
     """That Hydra can create its output folder (`hydra.run.dir`, `hydra.sweep.dir` with -m): a
     folder that cannot be written (/proc, a read-only working folder) is one line before anything
     runs, not Hydra's traceback. A temporary folder is made and removed where it would go."""
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    if composed is None:
+        return
     try:
-        folder = Path(str(OmegaConf.select(composed_with_hydra(tuple(overrides)), key)))
+        folder = Path(str(OmegaConf.select(composed, key)))
     except (HydraException, OmegaConfBaseException):
         return  # what cannot be composed or resolved here is reported by the checks that follow, or by Hydra
     folder = folder.absolute()

@@ -127,7 +127,8 @@ def log_tables(tables: Mapping[str, pd.DataFrame], run_id: str | None = None) ->
             table.to_json(written, orient="split", index=False, date_format="iso")
         client.log_artifacts(run_id, folder)
     listed = json.loads(client.get_run(run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
-    listed += [{"path": path, "type": "table"} for path in tables if {"path": path, "type": "table"} not in listed]
+    entries = [{"path": path, "type": "table"} for path in tables]
+    listed += [entry for entry in entries if entry not in listed]
     client.set_tag(run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps(listed))
 
 
