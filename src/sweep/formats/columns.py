@@ -24,6 +24,7 @@ from pyarrow._compute import MatchSubstringOptions, SetLookupOptions, call_funct
 from sweep.formats.records import NOT_IN_IDS_RE2
 
 _NOT_AN_ID = "^$|" + NOT_IN_IDS_RE2  # an empty field, or a character no id may hold
+_STRING = pa.dictionary(pa.int32(), pa.string())
 
 
 @dataclass(frozen=True)
@@ -80,15 +81,15 @@ def read_columns(
     try:
         table = pa_csv.read_csv(
             path,
-            # one thread: on a busy machine pyarrow's parallel parse (its threads waiting on each
-            # other) took half again the CPU of the whole command, to save 30 ms on an idle one
-            read_options=pa_csv.ReadOptions(column_names=list(names), use_threads=False),
+            read_options=pa_csv.ReadOptions(column_names=list(names), use_threads=True),
             parse_options=pa_csv.ParseOptions(delimiter=delimiter, quote_char=False),  # trec_eval has no quoting
             convert_options=pa_csv.ConvertOptions(
                 include_columns=list(kinds),
-                column_types={name: pa.string() if kind == "string" else pa.float64() for name, kind in kinds.items()},
+                # strings dictionary-encoded as they are parsed, block by block: hashing a million
+                # document ids afterwards took as long again as the parse
+                column_types={name: _STRING if kind == "string" else pa.float64() for name, kind in kinds.items()},
             ),
-        )
+        ).unify_dictionaries()
     except pa.ArrowInvalid:  # wrong field counts, numbers that are not, invalid UTF-8
         return None
     if table.num_rows == 0 or any(column.null_count for column in table.columns):  # a number left out
@@ -101,7 +102,9 @@ def read_columns(
                 return None
             columns[name] = values
             continue
-        strings = _encoded(table[name].combine_chunks())
+        # unified, the blocks share one dictionary, in order of first appearance in the file
+        chunks = table[name].chunks
+        strings = Strings(np.concatenate([_numpy(chunk.indices, np.int32) for chunk in chunks]), chunks[0].dictionary)
         # an empty field is none to trec_eval; one holding a character no id may hold (whitespace
         # other than the delimiter) goes to the line reader, which names the line
         refused = call_function("match_substring_regex", [strings.distinct], MatchSubstringOptions(_NOT_AN_ID))
@@ -109,21 +112,6 @@ def read_columns(
             return None
         columns[name] = strings
     return columns
-
-
-def _encoded(strings: pa.StringArray) -> Strings:
-    """`strings` dictionary-encoded. Where equal strings mostly come in runs (a TREC file's query
-    ids), only each run's first row is hashed: comparing neighbours costs a fifth of hashing every
-    row. The codes and distinct strings are the same either way (both in order of first appearance)."""
-    differs = call_function("not_equal", [strings.slice(1), strings.slice(0, len(strings) - 1)])
-    starts = np.flatnonzero(np.r_[True, _bits(differs.buffers()[1], differs.offset, len(differs))])
-    if len(starts) > len(strings) // 4:
-        encoded = call_function("dictionary_encode", [strings])
-        return Strings(_numpy(encoded.indices, np.int32), encoded.dictionary)
-    encoded = call_function("dictionary_encode", [call_function("take", [strings, _int64(starts)])])
-    return Strings(
-        np.repeat(_numpy(encoded.indices, np.int32), np.diff(np.r_[starts, len(strings)])), encoded.dictionary
-    )
 
 
 def _int64(values: np.ndarray) -> pa.Int64Array:

@@ -70,10 +70,10 @@ def is_columns_file(path: Path) -> bool:
     return path.is_file() and sniff(path) == "columns"
 
 
-def may_be_trec_run(path: Path) -> bool:
-    """False where `run_columns` surely returns None (a JSONL or YAML file, not a file), so that a
-    caller need not parse the qrels for it. A first line that cannot be read is left to the run's
-    reader to report."""
+def may_be_columns_file(path: Path) -> bool:
+    """False where `qrels_columns` and `run_columns` surely return None (a JSONL or YAML file, not
+    a file), so that a caller need not parse the other file. A first line that cannot be read is
+    left to the file's reader to report."""
     try:
         return is_columns_file(path)
     except (InputError, OSError):
