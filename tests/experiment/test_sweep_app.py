@@ -355,7 +355,7 @@ def test_chunks_and_truncation_are_measured_by_the_configured_model(tmp_path, sm
     )
     cfg = compose_config(f"model.embedder.path={minilm_128}", "chunk=200", *data)
     pipeline = build_pipeline(cfg)
-    assert pipeline.chunker.tokenizer.name_or_path == str(minilm_128)  # the chunker measures in the model's tokens
+    assert pipeline.chunker.tokenizer.path == str(minilm_128)  # the chunker measures in the model's tokens
     retrieval = pipeline.retrieve(corpus, golden)
     from transformers import AutoTokenizer  # here: collecting the quick tests need not import transformers
 

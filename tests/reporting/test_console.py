@@ -6,10 +6,11 @@ from __future__ import annotations
 import io
 import logging
 import re
+import subprocess
+import sys
 
 import pytest
 from rich.console import Console
-from transformers.utils import logging as transformers_logging
 
 from helpers.data import golden_of, ranked
 from sweep.errors import InputError
@@ -48,6 +49,8 @@ def test_the_summary_line_has_the_objective_with_the_overall_tables_interval(eva
 def console_handlers():
     """A console and a log file on the root logger, as Hydra makes them for a job; the logging
     state set_verbosity changes is put back afterwards."""
+    from transformers.utils import logging as transformers_logging  # here: collecting needs no transformers
+
     root = logging.getLogger()
     named = {name: logging.getLogger(name).level for name in ("sweep", "hydra", SUMMARY)}
     level, bars = root.level, transformers_logging.is_progress_bar_enabled()
@@ -65,6 +68,8 @@ def console_handlers():
 
 
 def test_each_verbosity_sets_loggers_console_and_bars(console_handlers):
+    from transformers.utils import logging as transformers_logging
+
     console, log_file = console_handlers
     set_verbosity("quiet")
     assert logging.getLogger().level == logging.WARNING  # sentence-transformers shows no "Batches" bars
@@ -81,6 +86,17 @@ def test_each_verbosity_sets_loggers_console_and_bars(console_handlers):
     assert console.filters[0].libraries
     with pytest.raises(InputError, match=r"^verbosity='loud': must be one of quiet, normal, verbose$"):
         set_verbosity("loud")
+
+
+@pytest.mark.slow  # a process of its own, where transformers is not imported yet
+def test_bars_are_set_before_transformers_is_imported_and_it_follows():
+    code = (
+        "import sys; from sweep.reporting.logs import set_verbosity; set_verbosity('normal'); "
+        "print('transformers' in sys.modules); from transformers.utils import logging; "
+        "print(logging.is_progress_bar_enabled()); set_verbosity('verbose'); print(logging.is_progress_bar_enabled())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False", "True"]  # not imported for it; no bars, then bars
 
 
 @pytest.mark.parametrize("libraries", [False, True])

@@ -65,7 +65,7 @@ def make(kind: str | type, size: int, **kwargs) -> Chunker:
 
 
 def count(text: str) -> int:
-    return len(_tokenizer()(text, add_special_tokens=False, verbose=False)["input_ids"])
+    return _tokenizer().count_text(text)
 
 
 def check_chunks(corpus: Corpus, chunks: list[Chunk], size: int, windows: bool = False) -> None:
@@ -414,7 +414,7 @@ def test_windows_cover_the_document_with_the_requested_overlap(chunker_factory):
     corpus = Corpus((Document("d", TEXT, "Title"),))
     chunker = chunker_factory(32, overlap=8)
     chunks = chunker.split(corpus)
-    n_tokens = len(chunker.tokenizer(corpus.documents[0].content, add_special_tokens=False)["input_ids"])
+    n_tokens = chunker.tokenizer.count_text(corpus.documents[0].content)
     assert len(chunks) == -(-(n_tokens - 8) // 24)
     assert all(c.n_tokens == 32 for c in chunks[:-1]) and 0 < chunks[-1].n_tokens <= 32
     content = corpus.documents[0].content
@@ -546,3 +546,38 @@ def test_a_run_with_title_context_scores_its_context_metrics_on_the_same_spans(s
         for hits in delivered.values()
         for hit in hits
     )
+
+
+@pytest.mark.slow  # imports transformers and torch, the reference
+def test_the_tokenizer_measures_and_cuts_as_transformers_does_with_or_without_its_json_file(tmp_path):
+    """Chunkers read the model folder's tokenizer.json with the `tokenizers` library, not with
+    transformers: the same ids, so the same counts and offsets, on every bundled text and on
+    random text of every kind of character; a folder without that file is read by transformers."""
+    import random
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from sweep.retrieval.chunking.base import Tokenizer
+    from sweep.retrieval.models import default_model_path
+
+    rng = random.Random(0)
+    characters = [chr(c) for c in [*range(0x20, 0x7F), 0xE9, 0x301, 0xAC00, 0x4E2D, 0x1F600, 0x200B, 0xA0, 0x3000]]
+    characters += [chr(c) for c in (0x0, 0x7, 0xFEFF, 0x2028, 0x85, 0xAD, 0x5D0, 0x627, 0xE01, 0xFB01)]
+    texts = [json.loads(line)["text"] for line in (KB / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
+    texts += [path.read_text(encoding="utf-8") for path in sorted((CHUNKING_EVAL / "corpora").glob("*.md"))]
+    texts += ["".join(rng.choice(characters) for _ in range(rng.randint(0, 60))) for _ in range(1000)]
+    texts += ["", " ", "\n\n", "a" * 5000, "naïve café ½ ①", "日本語のテキスト", "🙂🙂"]
+    reference = AutoTokenizer.from_pretrained(default_model_path(), local_files_only=True)
+    expected = reference(texts, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+    counts = [len(ids) for ids in expected["input_ids"]]
+    offsets = [[tuple(pair) for pair in mapping] for mapping in expected["offset_mapping"]]
+    assert sum(counts) > 350_000  # the chunking benchmark's corpora are in there
+
+    without_json = tmp_path / "model"
+    shutil.copytree(default_model_path(), without_json, ignore=shutil.ignore_patterns("tokenizer.json"))
+    for tokenizer in (Tokenizer(str(default_model_path())), Tokenizer(str(without_json))):
+        assert tokenizer.count(texts) == counts
+        assert [[tuple(pair) for pair in mapping] for mapping in tokenizer.offsets(texts)] == offsets
+        assert [tokenizer.count_text(text) for text in texts] == counts
+        assert tokenizer.longest_token == max(len(token) for token in reference.get_vocab()) == 18

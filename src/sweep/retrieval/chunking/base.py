@@ -8,7 +8,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated
 
 from sweep.errors import InputError
 from sweep.formats.corpus import Corpus
@@ -43,20 +44,62 @@ class Chunk:
         return f"{self.prefix}{PREFIX_SEPARATOR}{self.text}" if self.prefix else self.text
 
 
+class Tokenizer:
+    """A model folder's tokenizer, as chunkers measure with it: tokens without special tokens,
+    neither truncated nor padded (long texts are the point).
+
+    Read from the folder's `tokenizer.json` by the `tokenizers` library, which is what
+    transformers' fast tokenizers run: the same ids and offsets (checked on every text of the
+    bundled corpora), without importing transformers and torch, some 6 s for a process that
+    chunks for BM25. A folder without that file is read by transformers' AutoTokenizer."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        serialized = Path(path) / "tokenizer.json"
+        if serialized.is_file():
+            from tokenizers import Tokenizer as RustTokenizer
+
+            self._rust = RustTokenizer.from_file(str(serialized))
+            self._rust.no_truncation()  # MiniLM's file truncates to 128 and pads to 128 tokens
+            self._rust.no_padding()
+        else:
+            from transformers import AutoTokenizer
+
+            self._rust = None
+            self._transformers = AutoTokenizer.from_pretrained(path, local_files_only=True)
+
+    def count(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text."""
+        if self._rust is not None:
+            return [len(encoding.ids) for encoding in self._rust.encode_batch(list(texts), add_special_tokens=False)]
+        encoded = self._transformers(list(texts), add_special_tokens=False, verbose=False)
+        return [len(ids) for ids in encoded["input_ids"]]
+
+    def count_text(self, text: str) -> int:
+        """Tokens of one text (semchunk asks for thousands, one at a time)."""
+        if self._rust is not None:
+            return len(self._rust.encode(text, add_special_tokens=False).ids)
+        return self.count([text])[0]
+
+    def offsets(self, texts: Sequence[str]) -> list[list[Span]]:
+        """Each text's tokens as (start, end) character offsets."""
+        if self._rust is not None:
+            return [encoding.offsets for encoding in self._rust.encode_batch(list(texts), add_special_tokens=False)]
+        encoded = self._transformers(list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        return encoded["offset_mapping"]
+
+    @cached_property
+    def longest_token(self) -> int:
+        """Characters of the longest vocabulary entry (reading MiniLM's 30,522 takes some 30 ms)."""
+        vocabulary = self._rust.get_vocab() if self._rust is not None else self._transformers.get_vocab()
+        return max(len(token) for token in vocabulary)
+
+
 @cache
-def load_tokenizer(path: str) -> Any:
+def load_tokenizer(path: str) -> Tokenizer:
     """The tokenizer of the model folder at `path`, loaded once per process: the runs of a sweep
     and their chunkers share it (they only read it); loading took 0.1 to 0.3 s each time."""
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(path, local_files_only=True)
-
-
-@cache
-def longest_token(tokenizer: Any) -> int:
-    """Characters of the tokenizer's longest vocabulary entry, found once per tokenizer: reading
-    MiniLM's 30,522 entries takes about 30 ms."""
-    return max(len(token) for token in tokenizer.get_vocab())
+    return Tokenizer(path)
 
 
 class Chunker(ABC):
@@ -69,17 +112,14 @@ class Chunker(ABC):
     context: str = "none"
 
     @cached_property
-    def tokenizer(self) -> Any:
+    def tokenizer(self) -> Tokenizer:
         from sweep.retrieval.models import default_model_path
 
         return load_tokenizer(self.tokenizer_path or default_model_path())
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text, without special tokens."""
-        if not texts:
-            return []
-        encoded = self.tokenizer(list(texts), add_special_tokens=False, verbose=False)  # long texts are the point
-        return [len(ids) for ids in encoded["input_ids"]]
+        return self.tokenizer.count(texts) if texts else []
 
     def split(self, corpus: Corpus) -> list[Chunk]:
         """Every document's chunks, documents in corpus order, chunks in document order, each
@@ -117,14 +157,8 @@ class TokenChunker(Chunker):
 
     def cut(self, corpus: Corpus) -> list[Chunk]:
         contents = [doc.content for doc in corpus]
-        encoded = self.tokenizer(
-            contents,
-            add_special_tokens=False,
-            return_offsets_mapping=True,
-            verbose=False,  # long texts are the point
-        )["offset_mapping"]
         chunks: list[Chunk] = []
-        for doc, content, offsets in zip(corpus, contents, encoded):
+        for doc, content, offsets in zip(corpus, contents, self.tokenizer.offsets(contents)):
             chunks.extend(self._windows(doc.id, content, offsets))
         return chunks
 

@@ -19,7 +19,6 @@ from sweep.retrieval.chunking.base import (
     Context,
     Span,
     check_overlap,
-    longest_token,
 )
 from sweep.settings import Range, checked
 
@@ -54,7 +53,7 @@ class SpanChunker(Chunker):
 
         @lru_cache(maxsize=CACHED_COUNTS)  # semchunk counts the same pieces again while it merges them
         def count(text: str) -> int:
-            return len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+            return tokenizer.count_text(text)
 
         return count
 
@@ -76,7 +75,7 @@ class SpanChunker(Chunker):
 
             # memoize=False: semchunk's memo is a module-wide dict that would keep every chunker alive
             self._semchunkers[size] = semchunk.chunkerify(
-                counter, size, max_token_chars=longest_token(self.tokenizer), memoize=False
+                counter, size, max_token_chars=self.tokenizer.longest_token, memoize=False
             )
         return self._semchunkers[size]
 
