@@ -86,15 +86,22 @@ def small_kb(tmp_path_factory) -> tuple[Corpus, GoldenSet]:
     return corpus, load_golden(folder / "golden.jsonl", corpus, warn=False)
 
 
-@pytest.fixture(scope="module")
-def torch_on_one_thread() -> Iterator[None]:
+@pytest.fixture
+def torch_on_one_thread(request) -> Iterator[None]:
     """PyTorch on one thread for a test file's models in process (`pytestmark =
     pytest.mark.usefixtures("torch_on_one_thread")`): beside the suite's other busy processes, two
     threads on 2 cores wait on each other; MiniLM's semantic chunking of 3 KB documents took 10 to
-    29 s on two and 5 to 6 s on one."""
+    29 s on two and 5 to 6 s on one. Only `slow` tests run a model (the marker says so), so a
+    quick test of such a file does not import torch (3 s) for it."""
+    if request.node.get_closest_marker("slow") is None:
+        yield
+        return
+    import torch  # before the model loads: one_torch_thread sets nothing where torch is not imported
+
     from sweep.retrieval.pipeline import one_torch_thread
 
     with one_torch_thread():
+        assert torch.get_num_threads() == 1
         yield
 
 

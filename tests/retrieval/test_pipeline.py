@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -52,6 +55,12 @@ def test_questions_alone_are_timed_on_one_torch_thread():
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.slow  # a process of its own, where torch is not imported
+def test_a_process_without_torch_times_its_questions_without_importing_it():
+    code = "import sys; from sweep.retrieval.pipeline import one_torch_thread\nwith one_torch_thread(): pass\nprint('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ truncation), and `Retrieval.stats` collects them all.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -57,9 +58,12 @@ def one_torch_thread() -> Iterator[None]:
     answers one request per core runs them. With more, a question alone waits on the threads'
     hand-offs, and on a busy machine on a free core for each: on the 2-core development machine
     at load average 6, MiniLM encoded one question in 155 to 255 ms (median) on 2 threads and in
-    32 ms on 1, the same minute."""
-    import torch
-
+    32 ms on 1, the same minute. Where torch is not imported, no model of this process uses it
+    (a BM25 run's): nothing to set, and importing it would take seconds."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
