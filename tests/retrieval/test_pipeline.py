@@ -44,6 +44,7 @@ def test_the_latency_sample_is_seeded_sorted_and_all_questions_when_few():
     assert latency_sample(150, 200).tolist() == list(range(150))
 
 
+@pytest.mark.slow  # imports torch: 3 s
 def test_questions_alone_are_timed_on_one_torch_thread():
     import torch  # here, not at the top: every worker collects this file
 

@@ -73,7 +73,10 @@ def lance(**settings) -> LanceDBIndex:
     return LanceDBIndex(**{"index_type": "IVF_FLAT", "num_partitions": 4, "nprobes": 4} | settings)
 
 
+# importing lancedb takes some 4 s (its REST client's generated models): its tests are `slow`
+LANCE_IS_SLOW = pytest.mark.slow
 ENGINES = {"chroma": chroma, "lancedb": lance}
+ENGINE_PARAMS = ["chroma", pytest.param("lancedb", marks=LANCE_IS_SLOW)]
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +104,7 @@ def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int, allowed: np.ndar
     return pool[np.argsort(-(queries @ vectors[pool].T), axis=1, kind="stable")[:, :k]]
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", ENGINE_PARAMS)
 def test_an_engine_finds_what_exact_search_finds_and_filters_by_itself(engine, data):
     vectors, metadata, queries = data
     index = ENGINES[engine]()
@@ -132,7 +135,11 @@ def test_an_engine_finds_what_exact_search_finds_and_filters_by_itself(engine, d
 
 
 @pytest.mark.parametrize(
-    "make", [lambda: ChromaIndex(ef_search=1, max_neighbors=2, ef_construction=2), lambda: lance(nprobes=1)]
+    "make",
+    [
+        pytest.param(lambda: ChromaIndex(ef_search=1, max_neighbors=2, ef_construction=2), id="chroma"),
+        pytest.param(lambda: lance(nprobes=1), id="lancedb", marks=LANCE_IS_SLOW),
+    ],
 )
 def test_recall_against_exact_is_what_brute_force_says_filtered_or_not(make, data):
     vectors, metadata, _ = data
@@ -161,6 +168,7 @@ def test_recall_against_exact_is_what_brute_force_says_filtered_or_not(make, dat
     assert 0 < stats["index/search_ms_p50"] <= stats["index/search_ms_p95"]
 
 
+@LANCE_IS_SLOW
 def test_lancedb_filtering_after_the_search_returns_fewer_hits(data):
     vectors, metadata, queries = data
     where = {"department": ("IT",)}
@@ -190,6 +198,7 @@ def chroma_collections(path: Path) -> list[str]:
         client.close()
 
 
+@LANCE_IS_SLOW
 def test_what_an_engine_made_is_removed_unless_kept(data, tmp_path):
     vectors, metadata, _ = data
     temporary = ChromaIndex()
@@ -221,6 +230,7 @@ def test_what_an_engine_made_is_removed_unless_kept(data, tmp_path):
         LanceDBIndex(keep=True)
 
 
+@LANCE_IS_SLOW
 def test_settings_an_engine_cannot_use_are_one_line_before_anything_is_made(data, tmp_path):
     vectors, metadata, _ = data
     with pytest.raises(InputError, match=r"^index.num_sub_vectors=7: must divide the vectors' 32 dimensions$"):
