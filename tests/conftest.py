@@ -53,6 +53,17 @@ def pytest_unconfigure(config):
     gc.freeze()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kept_blank_stores(request) -> None:
+    """MLflow's blank store, which `helpers.stores` copies for a new store, kept between sessions
+    in pytest's cache folder (a fixture: the controlling process, which runs no test, need not
+    import MLflow for it)."""
+    from helpers import stores
+
+    if request.config.cache is not None:
+        stores.KEPT_BLANK_STORES = request.config.cache.mkdir("blank-stores")
+
+
 @pytest.fixture
 def seed_example() -> tuple[GoldenSet, Run]:
     """DESIGN.md's worked example."""

@@ -142,15 +142,29 @@ def _on_a_full_disk_of_its_own(fs: Path, store: Path | None, keep: Path | None) 
     atexit.register(after)
 
 
+KEPT_BLANK_STORES: Path | None = None  # pytest's cache folder for them, set by conftest; None: none kept
+
+
 @functools.cache
 def blank_store() -> Path:
-    """An empty SQLite store made by MLflow (its tables, the Default experiment), once per test
-    process, in a temporary folder removed at exit."""
+    """An empty SQLite store made by MLflow (its tables, the Default experiment): made once per
+    MLflow and SQLAlchemy version and kept between sessions in pytest's cache folder (MLflow takes
+    some 3 s to create its tables, in each test process), or once per test process in a temporary
+    folder where pytest keeps no cache."""
+    from importlib.metadata import version
+
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore  # what MLflow opens a sqlite:// store with
 
+    name = f"mlflow-{version('mlflow')}-sqlalchemy-{version('sqlalchemy')}.db"
+    if KEPT_BLANK_STORES is not None and (KEPT_BLANK_STORES / name).is_file():
+        return KEPT_BLANK_STORES / name
     folder = Path(tempfile.mkdtemp(prefix="blank-store-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     SqlAlchemyStore(f"sqlite:///{folder / 'mlflow.db'}", (folder / "mlruns").as_uri()).engine.dispose()
+    if KEPT_BLANK_STORES is not None:  # whole or not at all: the other worker may be making it too
+        partial = Path(tempfile.mkstemp(dir=KEPT_BLANK_STORES, suffix=".partial")[1])
+        shutil.copyfile(folder / "mlflow.db", partial)
+        partial.replace(KEPT_BLANK_STORES / name)
     return folder / "mlflow.db"
 
 
