@@ -70,16 +70,12 @@ class Tokenizer:
 
     def count(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text."""
-        if self._rust is not None:
-            return [len(encoding.ids) for encoding in self._rust.encode_batch(list(texts), add_special_tokens=False)]
+        if self._rust is not None:  # "fast": without the offsets, a third quicker
+            return [
+                len(encoding.ids) for encoding in self._rust.encode_batch_fast(list(texts), add_special_tokens=False)
+            ]
         encoded = self._transformers(list(texts), add_special_tokens=False, verbose=False)
         return [len(ids) for ids in encoded["input_ids"]]
-
-    def count_text(self, text: str) -> int:
-        """Tokens of one text (semchunk asks for thousands, one at a time)."""
-        if self._rust is not None:
-            return len(self._rust.encode(text, add_special_tokens=False).ids)
-        return self.count([text])[0]
 
     def offsets(self, texts: Sequence[str]) -> list[list[Span]]:
         """Each text's tokens as (start, end) character offsets."""

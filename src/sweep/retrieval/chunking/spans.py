@@ -53,7 +53,7 @@ class SpanChunker(Chunker):
 
         @lru_cache(maxsize=CACHED_COUNTS)  # semchunk counts the same pieces again while it merges them
         def count(text: str) -> int:
-            return tokenizer.count_text(text)
+            return tokenizer.count([text])[0]
 
         return count
 
