@@ -390,6 +390,7 @@ def holding_a_claim(folder: Path, seconds: float) -> subprocess.Popen:
     return holder
 
 
+@pytest.mark.slow  # a process of its own holds the claim 1.5 s
 def test_a_claimed_entry_is_waited_for_not_computed_twice(tmp_path):
     holder = holding_a_claim(tmp_path, 1.5)
     try:
@@ -401,6 +402,7 @@ def test_a_claimed_entry_is_waited_for_not_computed_twice(tmp_path):
         holder.kill()
 
 
+@pytest.mark.slow  # a process of its own
 def test_a_claim_dies_with_its_process(tmp_path):
     holder = holding_a_claim(tmp_path, 600)
     holder.send_signal(signal.SIGKILL)

@@ -251,6 +251,7 @@ def test_a_long_run_name_is_cut_to_what_postgresql_takes():
     assert run_name("chunk=64 index=hnsw") == "chunk=64 index=hnsw"
 
 
+@pytest.mark.slow  # composes ten combinations: 2 s
 def test_launcher_overrides_pass_the_preflight_and_a_missing_launcher_says_what_to_install(capsys):
     assert preflight(["-m", *JOBLIB, *TWO_BY_TWO]) == 4
     assert preflight(["-m", "hydra/launcher=ray", "hydra.launcher.ray.init.address=127.0.0.1:6379", *TWO_BY_TWO]) == 4

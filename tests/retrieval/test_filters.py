@@ -149,6 +149,7 @@ def grouped_corpus(n_documents: int, n_groups: int) -> tuple[Corpus, list[Chunk]
     return corpus, [Chunk(doc.id, 0, 0, 1, doc.text, 1) for doc in corpus]
 
 
+@pytest.mark.slow  # builds HNSW graphs: 2 s
 def test_pre_on_hnsw_with_a_selective_filter_falls_back_to_exact_search():
     corpus, chunks = grouped_corpus(20_000, 500)  # group 7: 40 documents, 0.2% of the corpus
     rng = np.random.default_rng(0)
