@@ -162,9 +162,10 @@ def blank_store() -> Path:
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     SqlAlchemyStore(f"sqlite:///{folder / 'mlflow.db'}", (folder / "mlruns").as_uri()).engine.dispose()
     if KEPT_BLANK_STORES is not None:  # whole or not at all: the other worker may be making it too
-        partial = Path(tempfile.mkstemp(dir=KEPT_BLANK_STORES, suffix=".partial")[1])
+        descriptor, partial = tempfile.mkstemp(dir=KEPT_BLANK_STORES, suffix=".partial")
+        os.close(descriptor)
         shutil.copyfile(folder / "mlflow.db", partial)
-        partial.replace(KEPT_BLANK_STORES / name)
+        os.replace(partial, KEPT_BLANK_STORES / name)
     return folder / "mlflow.db"
 
 

@@ -43,29 +43,24 @@ EVERY = [*FAST, pytest.param("semantic", marks=pytest.mark.slow)]  # the real mo
 
 
 @functools.cache
-def _tokenizer():
-    return TokenChunker(8, overlap=0).tokenizer
-
-
-@functools.cache
 def _model():
     return SemanticChunker(8).model
 
 
 def make(kind: str | type, size: int, **kwargs) -> Chunker:
-    """A chunker that shares one tokenizer (and model) with every other in this module."""
+    """A chunker that shares one model with every other in this module (the tokenizer is shared
+    already: `load_tokenizer` loads one per model folder and process)."""
     cls = STRATEGIES[kind] if isinstance(kind, str) else kind
     if cls is TokenChunker:
         kwargs.setdefault("overlap", 0)
     chunker = cls(size, **kwargs)
-    chunker.__dict__["tokenizer"] = _tokenizer()
     if cls is SemanticChunker and size > 0:  # whole documents (size 0) need no model
         chunker.__dict__["model"] = _model()
     return chunker
 
 
 def count(text: str) -> int:
-    return _tokenizer().count([text])[0]
+    return TokenChunker(8, overlap=0).tokenizer.count([text])[0]
 
 
 def check_chunks(corpus: Corpus, chunks: list[Chunk], size: int, windows: bool = False) -> None:

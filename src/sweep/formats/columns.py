@@ -31,7 +31,7 @@ _STRING = pa.dictionary(pa.int32(), pa.string())
 @dataclass(frozen=True)
 class Strings:
     """A column of strings as one integer code per row into its distinct strings (pyarrow's
-    dictionary encoding: each row is hashed once, in C++)."""
+    dictionary encoding, in C++)."""
 
     codes: np.ndarray  # int32
     distinct: pa.StringArray  # in order of first appearance
