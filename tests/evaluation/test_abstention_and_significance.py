@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from helpers.data import golden_of
 from sweep.evaluation import score
 from sweep.evaluation.abstention import abstention_curve, calibrate, suggest_min_score
-from sweep.evaluation.significance import bootstrap_ci, compare, holm
+from sweep.evaluation.significance import SEED, bootstrap_ci, compare, holm, randomization_p
 from sweep.formats.runs import Run
 
 
@@ -130,3 +131,50 @@ def test_one_paired_question_is_a_point_interval_and_p_one():
     row = compare(a, b, ["m"]).loc["m"]
     assert row["n"] == 1 and row["delta"] == pytest.approx(0.5)
     assert row["low"] == row["high"] == pytest.approx(0.5) and row["p_randomization"] == 1.0
+
+
+def scipy_randomization_p(delta: np.ndarray, n_resamples: int) -> float:
+    """What `randomization_p` reproduces: scipy's paired sign-flip test, batched as ours is."""
+    return float(
+        stats.permutation_test(
+            (delta,),
+            np.mean,
+            permutation_type="samples",
+            n_resamples=n_resamples,
+            alternative="two-sided",
+            rng=np.random.default_rng(SEED),
+            vectorized=True,
+            batch=max(1, (1 << 22) // delta.size),
+        ).pvalue
+    )
+
+
+def tenths(n: int, seed: int) -> np.ndarray:
+    """Differences of two metrics in tenths (as precision@10's): many zeros and many resampled
+    means equal to the observed one in theory, apart only by rounding."""
+    rng = np.random.default_rng(seed)
+    return (rng.integers(0, 11, n) - rng.integers(0, 11, n)) / 10
+
+
+@pytest.mark.parametrize("n", [2, 5, 10, 11, 40, 128, 200, pytest.param(2500, marks=pytest.mark.slow)])
+def test_randomization_p_is_scipys_permutation_test_to_the_bit(n):
+    """Same draws, same sums, same tolerance: identical p-values, on metric-like and continuous
+    differences; exact below 2^n resamples; in two batches at 2,500 questions."""
+    rng = np.random.default_rng(n)
+    differences = [
+        tenths(n, seed=n),
+        np.where(rng.random(n) < 0.7, 0.0, rng.random(n) - 0.4),
+        np.round(rng.random(n) - rng.random(n) + 0.05, 3),
+        rng.normal(0.02, 1e-6, n),
+    ]
+    for delta in differences:
+        for n_resamples in (999, 2000):
+            assert randomization_p(delta, n_resamples) == scipy_randomization_p(delta, n_resamples), (n, n_resamples)
+
+
+@pytest.mark.parametrize(("n", "seed"), [(40, 1), (40, 3), (128, 13), (128, 18), (200, 31)])
+def test_randomization_p_sums_as_scipy_where_rounding_decides(n, seed):
+    """Differences whose p-value changes if the resampled means are summed pairwise (numpy's
+    `mean`) rather than left to right (scipy's): found by trying seeds of `tenths`."""
+    delta = tenths(n, seed)
+    assert randomization_p(delta) == scipy_randomization_p(delta, 2000)

@@ -60,6 +60,16 @@ def test_the_same_values_give_the_same_table():
     pd.testing.assert_frame_equal(rank(sweep_values()), rank(sweep_values()))
 
 
+def test_ranking_without_intervals_is_the_same_ranking_less_the_intervals():
+    """What `sweep.best --among tied` ranks by: the same order, means, tests and ties, to the bit,
+    with a NaN-holed question; only the bootstrap columns are left empty."""
+    values = sweep_values(seed=3) | {"holed": per_question(np.r_[np.nan, np.linspace(0.2, 0.8, 119)])}
+    full, bare = rank(values), rank(values, intervals=False)
+    intervals = ["ci_low", "ci_high"]
+    pd.testing.assert_frame_equal(bare.drop(columns=intervals), full.drop(columns=intervals))
+    assert bare[intervals].isna().all().all() and full[intervals].notna().all().all()
+
+
 def test_an_undefined_question_is_left_out_of_a_configurations_pairs():
     values = sweep_values()
     values["far"].iloc[:20] = np.nan

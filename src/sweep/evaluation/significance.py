@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from sweep.errors import InputError
 
@@ -32,20 +31,29 @@ def bootstrap_ci(
     rows = {}
     for column in values.columns:
         sample = values[column].dropna().to_numpy(dtype=float)
-        rows[column] = (sample.mean() if sample.size else np.nan, *_interval(sample, confidence, n_resamples, seed))
+        rows[column] = (sample_mean(sample), *_interval(sample, confidence, n_resamples, seed))
     return pd.DataFrame.from_dict(rows, orient="index", columns=["mean", "low", "high"])
+
+
+def sample_mean(sample: np.ndarray) -> float:
+    """The mean of a sample without NaN, as every interval here is centred (NaN for no values)."""
+    return sample.mean() if sample.size else np.nan
 
 
 def _interval(sample: np.ndarray, confidence: float, n_resamples: int, seed: int) -> tuple[float, float]:
     if sample.size < 2 or np.ptp(sample) == 0:  # nothing to resample: the interval is the point
-        point = sample.mean() if sample.size else np.nan
+        point = sample_mean(sample)
         return point, point
     result = _bootstrap_mean(sample, confidence, n_resamples, seed)
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 def _bootstrap_mean(sample: np.ndarray, confidence: float, n_resamples: int, seed: int) -> Any:
-    """scipy's percentile bootstrap of the mean, seeded: the same sample gives the same interval."""
+    """scipy's percentile bootstrap of the mean, seeded: the same sample gives the same interval.
+    (scipy.stats is imported here: its import takes half a second, which `sweep.best --among
+    tied` does not need.)"""
+    from scipy import stats
+
     return stats.bootstrap(
         (sample,),
         np.mean,
@@ -136,17 +144,39 @@ def _paired_bootstrap(delta: np.ndarray, confidence: float, n_resamples: int, se
 def randomization_p(delta: np.ndarray, n_resamples: int = RESAMPLES, seed: int = SEED) -> float:
     """Two-sided paired randomization p-value of the per-question differences `delta`: how often
     the mean of delta with random signs is at least as far from 0 as the observed mean (exact
-    over all 2^n sign flips when that is fewer than `n_resamples`, scipy's rule)."""
+    over all 2^n sign flips when that is fewer than `n_resamples`), with `stats.permutation_test`'s
+    sign draws, sums and tolerance, to the bit.
+
+    That function (one sample, `permutation_type="samples"`) shuffles each question's pair
+    (d, -d) with one 32-bit draw of the generator, keeping d when its low bit is 1, and sums the
+    flipped values in question order; the test agrees with it on random inputs. Drawing the bits
+    directly takes a sixth of the time, and a leaderboard of 50 runs makes 49 of these tests."""
     if delta.size < 2 or not delta.any():  # one question: its two sign flips are +d and -d, p = 1
         return 1.0
-    result = stats.permutation_test(
-        (delta,),
-        np.mean,
-        permutation_type="samples",
-        n_resamples=n_resamples,
-        alternative="two-sided",
-        rng=np.random.default_rng(seed),
-        vectorized=True,
-        batch=_batch(delta.size),
-    )
-    return float(result.pvalue)
+    n = delta.size
+    observed = delta.mean()
+    if 2**n <= n_resamples:  # every sign pattern once, as scipy's exact test
+        null = _flipped_means(delta, ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) == 1)
+        total, unseen = 2**n, 0
+    else:
+        rng = np.random.default_rng(seed)
+        batch = min(_batch(n), n_resamples)
+        null = np.concatenate(
+            [
+                _flipped_means(
+                    delta, (rng.integers(0, 2**32, (min(batch, n_resamples - start), n), np.uint32) & 1) == 1
+                )
+                for start in range(0, n_resamples, batch)
+            ]
+        )
+        total, unseen = n_resamples, 1  # the observed flip counts once more (a Monte Carlo p-value is never 0)
+    tolerance = abs(np.finfo(float).eps * 100 * observed)  # equal in theory, apart by rounding: equal
+    at_most = (np.count_nonzero(null <= observed + tolerance) + unseen) / (total + unseen)
+    at_least = (np.count_nonzero(null >= observed - tolerance) + unseen) / (total + unseen)
+    return float(min(2 * min(at_most, at_least), 1.0))
+
+
+def _flipped_means(delta: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Per row of `keep` (resamples x questions): the mean of delta with the signs flipped where
+    `keep` is False, summed left to right as scipy sums it (numpy's `mean` sums pairwise)."""
+    return np.cumsum(np.where(keep, delta, -delta), axis=-1)[:, -1] / delta.size

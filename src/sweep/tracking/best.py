@@ -26,7 +26,7 @@ from sweep.errors import InputError
 from sweep.evaluation.registry import CHEAPEST_BY, COSTS
 from sweep.tracking.legacy import current_targets
 from sweep.tracking.local_store import PARENT_TAG, LocalStore, open_local
-from sweep.tracking.reading import LoggedRun, artifact_text, as_logged, build_results, require_artifacts
+from sweep.tracking.reading import LoggedRun, artifact_text, as_logged, rank_runs, require_artifacts
 from sweep.tracking.store import (
     DEFAULT_EXPERIMENT,
     NOT_SUPERSEDED,
@@ -159,11 +159,11 @@ def _cheapest_tied(metric: str, candidates: Sequence[LoggedRun], prefer: str, go
     last), and why, in one line. No tied run with `prefer` is an error, not a choice by NaN."""
     import pandas as pd
 
+    from sweep.evaluation.leaderboard import ALPHA
     from sweep.tracking.digests import check_legacy_size
 
-    results = build_results(metric, candidates)
-    check_legacy_size(golden, len(results.questions))
-    board = results.leaderboard
+    board, n_questions = rank_runs(metric, candidates)
+    check_legacy_size(golden, n_questions)
     if board["mean"].isna().all():
         raise InputError(
             f"--among tied: {metric!r} is not a per-question metric (tables/per_query.json has no such column)"
@@ -182,6 +182,6 @@ def _cheapest_tied(metric: str, candidates: Sequence[LoggedRun], prefer: str, go
     leader = board.index[0]
     why = (
         f"the lowest {prefer} ({cost[chosen]:.4g}) of {len(tied)} of {len(board)} runs tied with the best "
-        f"(run {leader}: {metric} {board.at[leader, 'mean']:.4f}; Holm-corrected paired test, alpha {results.alpha})"
+        f"(run {leader}: {metric} {board.at[leader, 'mean']:.4f}; Holm-corrected paired test, alpha {ALPHA})"
     )
     return by_id[chosen], why

@@ -36,7 +36,7 @@ from sweep.tracking.store import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from sweep.evaluation.leaderboard import SweepResults
+    from sweep.evaluation.leaderboard import ConfigRun, SweepResults
     from sweep.formats.runs import Run
 
 log = logging.getLogger(__name__)
@@ -233,13 +233,28 @@ def load_per_query(run: LoggedRun) -> pd.DataFrame:
 
 def build_results(objective: str, runs: Sequence[LoggedRun]) -> SweepResults:
     """`sweep.evaluation.leaderboard.build` on logged runs: each finished run's per-question table is read back."""
-    from sweep.evaluation.leaderboard import ConfigRun, build
+    from sweep.evaluation.leaderboard import build
 
-    configs = [
+    return build(objective, _config_runs(runs))
+
+
+def rank_runs(objective: str, runs: Sequence[LoggedRun]) -> tuple[pd.DataFrame, int]:
+    """`sweep.evaluation.leaderboard.rank` of the runs without bootstrap intervals, and how many
+    questions their per-question tables hold: what choosing among the runs tied with the best
+    needs. (`build_results` also bootstraps every interval and estimates the MDE: a second more.)"""
+    from sweep.evaluation.leaderboard import objective_values, rank
+
+    values = objective_values(objective, _config_runs(runs))
+    return rank(values, intervals=False), len(next(iter(values.values()), ()))
+
+
+def _config_runs(runs: Sequence[LoggedRun]) -> list[ConfigRun]:
+    from sweep.evaluation.leaderboard import ConfigRun
+
+    return [
         ConfigRun(run.run_id, run.overrides or run.name, run.status, run.metrics, run.params, _per_query_if_logged(run))
         for run in runs
     ]
-    return build(objective, configs)
 
 
 def _per_query_if_logged(run: LoggedRun) -> pd.DataFrame | None:
