@@ -172,8 +172,9 @@ def trec_order(
 
 
 def repeats_within(group: np.ndarray, item: np.ndarray, n_items: int) -> bool:
-    """Whether an item occurs twice in one group. Fast when each group's rows are together, in
-    increasing group order, as in a run file: a stable sort (timsort) of such keys merges cheaply."""
+    """Whether an item occurs twice in one group. numpy's default sort (vectorised where the CPU
+    allows) sorts a run's million keys in about half the time of its stable one, whose runs of
+    sorted keys are only a query's first few (the documents of a query come in rank order)."""
     key = group.astype(np.int64) * max(n_items, 1) + item
-    key.sort(kind="stable")
+    key.sort()
     return bool(np.any(key[1:] == key[:-1]))
