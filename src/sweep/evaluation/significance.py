@@ -150,7 +150,7 @@ def randomization_p(delta: np.ndarray, n_resamples: int = RESAMPLES, seed: int =
     That function (one sample, `permutation_type="samples"`) shuffles each question's pair
     (d, -d) with one 32-bit draw of the generator, keeping d when its low bit is 1, and sums the
     flipped values in question order; the test agrees with it on random inputs. Drawing the bits
-    directly takes a sixth of the time, and a leaderboard of 50 runs makes 49 of these tests."""
+    directly takes a quarter to a third of the time, and a leaderboard of 50 runs makes 49 of these tests."""
     if delta.size < 2 or not delta.any():  # one question: its two sign flips are +d and -d, p = 1
         return 1.0
     n = delta.size
