@@ -3,13 +3,15 @@
 `InputError`'s message is a single line that names the file, line or value and what is wrong.
 Every command line entry point (`python -m sweep`, `sweep.evaluate`, `sweep.best`) is wrapped
 in `exit_2_on_bad_input`: such an error prints `error: <message>` on stderr and exits with
-code 2, without a traceback; anything else is a bug and keeps its traceback.
+code 2, without a traceback; anything else is a bug and keeps its traceback. A reader that
+closes the output pipe early (`| head -1`) ends the command quietly, as it ends other Unix tools.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import select
 import signal
 import sys
 import threading
@@ -19,6 +21,7 @@ from types import FrameType
 from typing import TypeVar
 
 EXIT_BAD_INPUT = 2
+EXIT_READER_GONE = 1  # as rich's console ends on a closed pipe, and Python's documentation advises
 T = TypeVar("T")
 
 
@@ -136,12 +139,21 @@ def report_bad_input(error: InputError) -> None:
 
 
 def exit_2_on_bad_input(command: Callable[..., T]) -> Callable[..., T]:
-    """Bad input ends `command` with one `error:` line on stderr and exit code 2."""
+    """Bad input ends `command` with one `error:` line on stderr and exit code 2. A reader of its
+    output that leaves early (`| head -1`) ends it quietly with `EXIT_READER_GONE`."""
 
     @functools.wraps(command)
     def guarded(*args, **kwargs) -> T:
         try:
-            return command(*args, **kwargs)
+            result = command(*args, **kwargs)
+            sys.stdout.flush()  # a reader gone shows here, not at the interpreter's exit
+            return result
+        except BrokenPipeError:
+            if not _stdout_reader_gone():  # a socket's (a tracking server's): an error like any other
+                raise
+            # what the reader wanted it has; the rest goes nowhere, so the exit's flush cannot fail
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise SystemExit(EXIT_READER_GONE) from None
         except Exception as error:
             cause = bad_input(error)
             if cause is None:
@@ -150,3 +162,13 @@ def exit_2_on_bad_input(command: Callable[..., T]) -> Callable[..., T]:
             raise SystemExit(EXIT_BAD_INPUT) from None
 
     return guarded
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reading end is closed (poll reports an error on it)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+    except (AttributeError, OSError, ValueError):  # no file descriptor (captured output)
+        return False
+    return any(events & select.POLLERR for _, events in poller.poll(0))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from helpers import processes
 from helpers.paths import ROOT
+from sweep.errors import EXIT_READER_GONE, exit_2_on_bad_input
 
 EXAMPLE = ROOT / "data" / "example"
 pytestmark = pytest.mark.slow  # every test here runs the command in a subprocess
@@ -195,3 +197,38 @@ def test_the_command_on_trec_files_skips_the_slow_imports_too(seed_files):
     }
     assert {"numpy", "pyarrow", "sweep.evaluation.measures"} <= imported  # what it does import is listed
     assert imported.isdisjoint({"pyarrow.compute", "yaml", "importlib.metadata", "pandas", "scipy", "mlflow"})
+
+
+@pytest.mark.parametrize("json_output", [False, True])
+def test_a_reader_gone_before_the_output_ends_the_command_quietly(seed_files, json_output):
+    """`python -m sweep.evaluate ... | head -1`, with the reader gone before the first line: the
+    readable report (printed as it goes) and the JSON (printed at the end) both stop without a
+    traceback: only the golden set's warnings on stderr, and `EXIT_READER_GONE` (rich's console
+    ends the readable report so itself)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    args = [*seed_files, "--json"] if json_output else seed_files
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "sweep.evaluate", *map(str, args)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == EXIT_READER_GONE
+    assert all(line.startswith("warning: ") for line in result.stderr.splitlines()), result.stderr
+
+
+def test_a_broken_pipe_that_is_not_stdouts_is_still_an_error():
+    """A tracking server's socket closing under a command is a failure to report, not a reader
+    who has read enough: only a closed stdout pipe ends a command quietly."""
+
+    @exit_2_on_bad_input
+    def command() -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    with pytest.raises(BrokenPipeError):
+        command()
