@@ -57,11 +57,12 @@ def pytest_unconfigure(config):
 def kept_blank_stores(request) -> None:
     """MLflow's blank store, which `helpers.stores` copies for a new store, kept between sessions
     in pytest's cache folder (a fixture: the controlling process, which runs no test, need not
-    import MLflow for it)."""
+    import MLflow for it); without the cache (`-p no:cacheprovider`), made once per session."""
     from helpers import stores
 
-    if request.config.cache is not None:
-        stores.KEPT_BLANK_STORES = request.config.cache.mkdir("blank-stores")
+    cache = getattr(request.config, "cache", None)
+    if cache is not None:
+        stores.KEPT_BLANK_STORES = cache.mkdir("blank-stores")
 
 
 @pytest.fixture

@@ -1,10 +1,9 @@
 """Hydra's launchers run a sweep's combinations elsewhere: `hydra/launcher=joblib` in worker
-processes, `hydra/launcher=ray` on a Ray cluster (the session's local one, tests/conftest.py), and
-the joblib sweep against a team's tracking server (`mlflow server` on a throwaway PostgreSQL cluster,
-started and stopped here, once for the module). Each gives 1 parent + 4 FINISHED children with a complete leaderboard,
-the children logged by the workers, not by the sweep's own process. Marked slow: each starts
-`python -m sweep` (and servers) in subprocesses.
-"""
+processes, logging to a team's tracking server (`mlflow server` on a throwaway PostgreSQL cluster,
+started and stopped here, once for the module), and `hydra/launcher=ray` on a Ray cluster (the
+session's local one, tests/conftest.py). Each gives 1 parent + 4 FINISHED children with a complete
+leaderboard, the children logged by the workers, not by the sweep's own process. Marked slow: each
+starts `python -m sweep` (and servers) in subprocesses."""
 
 from __future__ import annotations
 
@@ -57,30 +56,6 @@ def ran_in_workers(parent: mlflow.entities.Run, children: list) -> set[str]:
     workers = {c.data.tags["sweep.pid"] for c in children}
     assert parent.data.tags["sweep.pid"] not in workers
     return workers
-
-
-@pytest.mark.slow
-def test_joblib_workers_run_the_sweep_and_share_the_embedding_cache(tmp_path, small_kb_files):
-    pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="pip install 'golden-sweep[scale]'")
-    result = sweep(tmp_path, small_kb_files, "-m", *JOBLIB, *TWO_BY_TWO)  # MiniLM
-    assert result.returncode == 0, result.stderr[-3000:]
-    said = result.stdout + result.stderr
-    assert "database is locked" not in said and "damaged embedding cache entry" not in said
-    parent, children = one_sweep(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path)
-    assert len(ran_in_workers(parent, children)) == 2
-    # the two combinations of chunk=64 ran at once in two workers: one embedded the texts, the
-    # other waited for its claim on them and read them from the cache
-    first, second = sorted((c for c in children if c.data.params["chunk"] == "64"), key=lambda c: c.info.start_time)
-    assert second.info.start_time < first.info.end_time
-    assert first.data.tags["sweep.pid"] != second.data.tags["sweep.pid"]
-    assert sorted(c.data.metrics["embed/cache_hit"] for c in (first, second)) == [0.0, 1.0]
-    # and the cache holds one intact entry per chunk size (and its lock file), no temporary file
-    cache = EmbeddingCache(tmp_path / "cache")
-    entries = sorted((tmp_path / "cache").glob("*.npz"))
-    assert len(entries) == 2 and all(cache.get(e.stem) is not None for e in entries)
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p not in entries) == sorted(
-        f".{e.stem}.lock" for e in entries
-    )
 
 
 @pytest.mark.slow
@@ -167,22 +142,38 @@ def tracking_server(tmp_path_factory, postgres) -> Iterator[str]:
 
 
 @pytest.mark.slow
-def test_joblib_sweep_logs_to_a_tracking_server_on_postgresql(tmp_path, small_kb_files, tracking_server, postgres):
+def test_joblib_workers_share_the_embedding_cache_and_log_to_a_tracking_server_on_postgresql(
+    tmp_path, small_kb_files, tracking_server, postgres
+):
+    """One joblib sweep (its workers import torch and MLflow afresh: seconds each) checked for both:
+    the workers share the embedding cache, and log to a team's server on PostgreSQL."""
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="pip install 'golden-sweep[scale]'")
     psycopg2 = pytest.importorskip("psycopg2", reason="pip install 'golden-sweep[scale]'")
     work = tmp_path / "work"
     work.mkdir()
-    result = sweep(
-        work, small_kb_files, "-m", *JOBLIB, "model=bm25", "chunk=0,64", "index=flat,hnsw",
-        env={"MLFLOW_TRACKING_URI": tracking_server},
-    )  # fmt: skip
+    result = sweep(work, small_kb_files, "-m", *JOBLIB, *TWO_BY_TWO, env={"MLFLOW_TRACKING_URI": tracking_server})
     assert result.returncode == 0, result.stderr[-3000:]
-    parent, children = one_sweep(tracking_server, tmp_path, chunks=("0", "64"))
-    ran_in_workers(parent, children)
+    said = result.stdout + result.stderr
+    assert "database is locked" not in said and "damaged embedding cache entry" not in said
+    parent, children = one_sweep(tracking_server, tmp_path)
+    assert len(ran_in_workers(parent, children)) == 2
     assert not (work / "mlflow.db").exists() and not (work / "mlruns").exists()  # no local store
     with psycopg2.connect(postgres) as database, database.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM runs WHERE experiment_id = %s", (int(parent.info.experiment_id),))
         assert cursor.fetchone() == (5,)  # the runs are in PostgreSQL itself
+    # the two combinations of chunk=64 ran at once in two workers: one embedded the texts, the
+    # other waited for its claim on them and read them from the cache
+    first, second = sorted((c for c in children if c.data.params["chunk"] == "64"), key=lambda c: c.info.start_time)
+    assert second.info.start_time < first.info.end_time
+    assert first.data.tags["sweep.pid"] != second.data.tags["sweep.pid"]
+    assert sorted(c.data.metrics["embed/cache_hit"] for c in (first, second)) == [0.0, 1.0]
+    # and the cache holds one intact entry per chunk size (and its lock file), no temporary file
+    cache = EmbeddingCache(work / "cache")
+    entries = sorted((work / "cache").glob("*.npz"))
+    assert len(entries) == 2 and all(cache.get(e.stem) is not None for e in entries)
+    assert sorted(p.name for p in (work / "cache").iterdir() if p not in entries) == sorted(
+        f".{e.stem}.lock" for e in entries
+    )
 
 
 # argv: the KB folder, the experiment, a barrier folder: the worker writes ready-<pid> there once its
