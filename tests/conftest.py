@@ -63,7 +63,7 @@ def pytest_unconfigure(config):
 def kept_blank_stores(request) -> None:
     """MLflow's blank store, which `helpers.stores` copies for a new store, kept between sessions
     in pytest's cache folder (a fixture: the controlling process, which runs no test, need not
-    import MLflow for it); without the cache (`-p no:cacheprovider`), made once per session."""
+    import MLflow for it); without the cache (`-p no:cacheprovider`), made once per test process."""
     from helpers import stores
 
     cache = getattr(request.config, "cache", None)
