@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING
 import pytest
 from xdist.scheduler import LoadFileScheduling
 
-# Bytecode caches are written even where PYTHONDONTWRITEBYTECODE is set (this sandbox sets it):
-# otherwise each worker rewrites the assertions of every test module and compiles our sources
-# again in every run, about 6 s of each worker's start. Set before the test modules are imported.
-sys.dont_write_bytecode = False
-
-from helpers import servers  # noqa: E402
+from helpers import servers
 
 if TYPE_CHECKING:  # the fixtures import what they use: the controlling process loads this file and runs no test
     from sweep.formats.corpus import Corpus
     from sweep.formats.golden import GoldenSet
     from sweep.formats.runs import Run
+
+# Bytecode caches are written even where PYTHONDONTWRITEBYTECODE is set (this sandbox sets it):
+# otherwise each worker rewrites the assertions of every test module and compiles our sources
+# again in every run, about 6 s of each worker's start. Set before the test modules are imported.
+sys.dont_write_bytecode = False
 
 IN_MEMORY = Path("/dev/shm")  # a tmpfs on Linux
 ROOM_NEEDED = 4 * 2**30  # what a whole run of the suite writes, with margin
