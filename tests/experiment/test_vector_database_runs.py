@@ -6,6 +6,7 @@ consistent. The engines in process: tests/retrieval/test_vector_databases.py."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -29,6 +30,7 @@ CHROMA = Path(sys.executable).parent / "chroma"  # chromadb's command, installed
 MEASURED_ELSEWHERE = ("time/", "latency/", "throughput/", "embed/", "index/bytes", "index/build_s", "index/search_ms")
 
 
+@functools.cache  # one per server: a client costs ~0.1 s of CPU (an SSL context), which polling would repeat
 def client(port: int) -> chromadb.ClientAPI:
     import chromadb  # here, not at the top: the engines take seconds to import, and every worker collects this file
     from chromadb.config import Settings

@@ -40,6 +40,7 @@ from hydra._internal.utils import get_args_parser
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Quote, QuotedString
+from hydra.core.plugins import Plugins
 from hydra.errors import HydraException, MissingConfigException
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
@@ -57,6 +58,7 @@ from sweep.errors import (
     report_bad_input,
     stop_on_signals,
 )
+from sweep.experiment import checked
 from sweep.experiment.trial import HOW_IT_RUNS, Trial, build_pipeline, check_settings, run_trial
 from sweep.reporting.console import (
     default_console,
@@ -118,6 +120,7 @@ def choices() -> dict[str, str]:
 def main() -> None:
     """Check the command line, run it; a signal stops the sweep as described in `stop`."""
     stop_on_signals()
+    register_default_sweeper()
     combinations = 0
     try:
         sys.argv[1:] = connecting_to_a_ray_cluster(maximizing(verbosity_flags(sys.argv[1:])))
@@ -126,6 +129,16 @@ def main() -> None:
         raise_if_interrupted()  # a signal a library swallowed during the last combination
     except (Interrupted, KeyboardInterrupt) as interrupted:
         stop(interrupted if isinstance(interrupted, Interrupted) else Interrupted("SIGINT", 130), combinations)
+
+
+def register_default_sweeper() -> None:
+    """`hydra/sweeper=preflighted` (src/hydra_plugins/golden_sweep), registered here: Hydra finds
+    plugins by listing `hydra_plugins`, which an editable install hides (hydra#2359). Imported after
+    Hydra's scan, which executes BasicSweeper's module anew: the subclass must extend that one."""
+    plugins = Plugins.instance()
+    from hydra_plugins.golden_sweep.preflighted_sweeper import PreflightedSweeper
+
+    plugins.register(PreflightedSweeper)
 
 
 def stop(interrupted: Interrupted, combinations: int) -> None:
@@ -224,6 +237,9 @@ def preflight(argv: Sequence[str]) -> int:
                 if isinstance(error, (HydraException, OmegaConfBaseException)):
                     raise InputError(composition_error(error, combination) + where) from None
                 raise
+    if args.multirun:  # the combinations as the sweeper will launch them: Hydra's own overrides apart
+        task = [override for override in parsed if not override.is_hydra_override()]
+        checked.record(BasicSweeper.split_arguments(task, None)[0])
     return len(combinations)
 
 
