@@ -40,7 +40,7 @@ PRELOAD = [
     "transformers.generation.utils", "transformers.models.bert.modeling_bert",
     "transformers.models.bert.tokenization_bert", "sqlalchemy.dialects.sqlite",
     "mlflow", "mlflow.store.tracking.sqlalchemy_store", "mlflow.store.tracking.sqlalchemy_workspace_store",
-    "mlflow.tracing.processor.otel_metrics_mixin",
+    "mlflow.tracing.processor.otel_metrics_mixin", "openai",
     "hydra_plugins.hydra_joblib_launcher.joblib_launcher", "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper",
     "hydra_plugins.hydra_ray_launcher.ray_launcher",
     "sweep.best", "sweep.check", "sweep.compare", "sweep.evaluate", "sweep.experiment.cli",
