@@ -44,8 +44,10 @@ def sentence_transformers_folder(path: str | Path | None, setting: str) -> Path:
     return folder
 
 
+@lru_cache(maxsize=4)
 def load_sentence_transformer(folder: Path) -> Any:
-    """The model in `folder` on the CPU, from its files alone."""
+    """The model in `folder` on the CPU, from its files alone; loaded once per process: a sweep's
+    combinations and the semantic chunker share it, as they only read it (`encode`)."""
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(str(folder), device="cpu", local_files_only=True)
