@@ -1,9 +1,9 @@
 """Hydra's launchers run a sweep's combinations elsewhere: `hydra/launcher=joblib` in worker
 processes, logging to a team's tracking server (`mlflow server` on a throwaway PostgreSQL cluster,
 started and stopped here, once for the module), and `hydra/launcher=ray` on a Ray cluster (the
-session's local one, tests/conftest.py). Each gives 1 parent + 4 FINISHED children with a complete
-leaderboard, the children logged by the workers, not by the sweep's own process. Marked slow: each
-starts `python -m sweep` (and servers) in subprocesses."""
+session's local one, tests/conftest.py). Each gives 1 parent and a FINISHED child per combination
+with a complete leaderboard, the children logged by the workers, not by the sweep's own process.
+Marked slow: each starts `python -m sweep` (and servers) in subprocesses."""
 
 from __future__ import annotations
 
@@ -32,22 +32,23 @@ from sweep.tracking import MAX_RUN_NAME, run_name
 
 TWO_BY_TWO = ("chunk=64,128", "index=flat,hnsw")
 JOBLIB = ("hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+ONE_CHUNKING = ("chunk=64", "index=flat,hnsw")  # two combinations, one set of chunks: two workers at once on it
 
 
-def one_sweep(store: str, where: Path, chunks: tuple[str, str] = ("64", "128")) -> tuple[mlflow.entities.Run, list]:
-    """The store's only sweep, checked: 1 parent + 4 FINISHED children (the 2×2 combinations, each
-    once) and a leaderboard of 4 rows. (parent, children)."""
+def one_sweep(store: str, where: Path, chunks: tuple[str, ...]) -> tuple[mlflow.entities.Run, list]:
+    """The store's only sweep, checked: 1 parent + a FINISHED child for each combination of `chunks`
+    and index=flat,hnsw, each once, and a leaderboard of a row each. (parent, children)."""
     client, runs = runs_in(store)
     [parent] = [r for r in runs if r.data.tags.get("sweep.parent") == "true"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
-    assert len(runs) == 5 and parent.info.status == "FINISHED"
+    assert len(runs) == 1 + 2 * len(chunks) and parent.info.status == "FINISHED"
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
     assert {c.info.status for c in children} == {"FINISHED"}
     assert sorted((c.data.params["chunk"], c.data.params["index"]) for c in children) == sorted(
         (chunk, index) for chunk in chunks for index in ("flat", "hnsw")
     )
     table = client.download_artifacts(parent.info.run_id, "tables/leaderboard.json", str(where))
-    assert len(json.loads(Path(table).read_text())["data"]) == 4
+    assert len(json.loads(Path(table).read_text())["data"]) == 2 * len(chunks)
     return parent, children
 
 
@@ -151,26 +152,26 @@ def test_joblib_workers_share_the_embedding_cache_and_log_to_a_tracking_server_o
     psycopg2 = pytest.importorskip("psycopg2", reason="pip install 'golden-sweep[scale]'")
     work = tmp_path / "work"
     work.mkdir()
-    result = sweep(work, small_kb_files, "-m", *JOBLIB, *TWO_BY_TWO, env={"MLFLOW_TRACKING_URI": tracking_server})
+    result = sweep(work, small_kb_files, "-m", *JOBLIB, *ONE_CHUNKING, env={"MLFLOW_TRACKING_URI": tracking_server})
     assert result.returncode == 0, result.stderr[-3000:]
     said = result.stdout + result.stderr
     assert "database is locked" not in said and "damaged embedding cache entry" not in said
-    parent, children = one_sweep(tracking_server, tmp_path)
+    parent, children = one_sweep(tracking_server, tmp_path, chunks=("64",))
     assert len(ran_in_workers(parent, children)) == 2
     assert not (work / "mlflow.db").exists() and not (work / "mlruns").exists()  # no local store
     with psycopg2.connect(postgres) as database, database.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM runs WHERE experiment_id = %s", (int(parent.info.experiment_id),))
-        assert cursor.fetchone() == (5,)  # the runs are in PostgreSQL itself
-    # the two combinations of chunk=64 ran at once in two workers: one embedded the texts, the
-    # other waited for its claim on them and read them from the cache
-    first, second = sorted((c for c in children if c.data.params["chunk"] == "64"), key=lambda c: c.info.start_time)
+        assert cursor.fetchone() == (3,)  # the runs are in PostgreSQL itself
+    # the two combinations ran at once in two workers: one embedded the texts, the other waited for
+    # its claim on them and read them from the cache
+    first, second = sorted(children, key=lambda c: c.info.start_time)
     assert second.info.start_time < first.info.end_time
     assert first.data.tags["sweep.pid"] != second.data.tags["sweep.pid"]
     assert sorted(c.data.metrics["embed/cache_hit"] for c in (first, second)) == [0.0, 1.0]
-    # and the cache holds one intact entry per chunk size (and its lock file), no temporary file
+    # and the cache holds one intact entry (and its lock file), no temporary file
     cache = EmbeddingCache(work / "cache")
     entries = sorted((work / "cache").glob("*.npz"))
-    assert len(entries) == 2 and all(cache.get(e.stem) is not None for e in entries)
+    assert len(entries) == 1 and all(cache.get(e.stem) is not None for e in entries)
     assert sorted(p.name for p in (work / "cache").iterdir() if p not in entries) == sorted(
         f".{e.stem}.lock" for e in entries
     )
