@@ -8,6 +8,7 @@ import pytest
 from hydra._internal.callbacks import Callbacks
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.utils import create_config_search_path
+from hydra.core.plugins import Plugins
 from hydra.errors import ConfigCompositionException
 from hydra.types import HydraContext, RunMode
 
@@ -18,8 +19,6 @@ from sweep.experiment.cli import preflight, register_default_sweeper
 @pytest.fixture
 def sweeper():
     """The sweeper as `python -m sweep -m` makes it: registered, built from the composed config."""
-    from hydra.core.plugins import Plugins
-
     register_default_sweeper()
     loader = ConfigLoaderImpl(config_search_path=create_config_search_path("pkg://sweep.conf"))
     config = loader.load_configuration("config", overrides=[], run_mode=RunMode.MULTIRUN)
