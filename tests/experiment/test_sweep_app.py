@@ -1,5 +1,5 @@
 """`python -m sweep` as users run it: Hydra compose and overrides, real sweeps into a SQLite
-MLflow store in tmp_path, a forced failure, and a real `mlflow server` on 127.0.0.1.
+MLflow store in tmp_path and a forced failure (a sweep logging to `mlflow server`: test_launchers.py).
 Tests that start `python -m sweep` in a subprocess are marked slow."""
 
 from __future__ import annotations
@@ -9,10 +9,7 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import mlflow
@@ -23,7 +20,6 @@ from hydra.errors import ConfigCompositionException
 from helpers import processes
 from helpers.commands import compose_config, runs_in, sweep
 from helpers.servers import free_port
-from helpers.stores import copy_blank_store
 from sweep.evaluation import score
 from sweep.experiment.cli import measured_overrides, preflight, verbosity_flags
 from sweep.experiment.trial import build_pipeline
@@ -189,39 +185,6 @@ def test_bad_input_in_a_single_run_is_one_line_and_exit_code_2(tmp_path, small_k
     assert result.returncode == 2
     assert result.stderr.strip() == "error: chunk=-3: must be an integer >= 0"
     assert not (tmp_path / "mlflow.db").exists()  # checked before anything was opened or logged
-
-
-@pytest.mark.slow
-def test_a_sweep_against_a_real_mlflow_server(tmp_path, small_kb_files):
-    port = free_port()
-    (tmp_path / "server").mkdir()
-    backend = copy_blank_store(tmp_path / "server")  # the server's own store, made by MLflow as it would make it
-    server = processes.start(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{backend}", "--workers", "1"],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env=os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},  # GenAI jobs: seconds to start and stop
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise
-                time.sleep(0.1)
-        result = sweep(tmp_path, small_kb_files, "-m", "model=bm25,tfidf", env={"MLFLOW_TRACKING_URI": url})
-        assert result.returncode == 0, result.stderr[-3000:]
-        _, runs = runs_in(url)
-        assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3
-        assert not (tmp_path / "mlflow.db").exists()  # nothing went to the local default store
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 @pytest.mark.slow

@@ -42,9 +42,9 @@ def sweep(
     return processes.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
 
 
-def runs_in(store: str) -> tuple[mlflow.MlflowClient, list]:
+def runs_in(store: str, experiment_name: str = "golden-sweep") -> tuple[mlflow.MlflowClient, list]:
     client = mlflow.MlflowClient(tracking_uri=store)
-    experiment = client.get_experiment_by_name("golden-sweep")
+    experiment = client.get_experiment_by_name(experiment_name)
     return client, client.search_runs([experiment.experiment_id])
 
 
