@@ -26,6 +26,12 @@ if TYPE_CHECKING:  # the fixtures import what they use: the controlling process 
 # again in every run, about 6 s of each worker's start. Set before the test modules are imported.
 sys.dont_write_bytecode = False
 
+# A full garbage collection walks every object of the libraries the tests import (torch,
+# transformers, MLflow: about 0.28 s a pass here); at Python's default of one per 10 passes of the
+# middle generation, each worker made 24 of them, 6.7 CPU-s. One per 100: cyclic garbage waits a
+# little longer. Commands and servers the tests start keep Python's defaults.
+gc.set_threshold(*gc.get_threshold()[:2], 100)
+
 IN_MEMORY = Path("/dev/shm")  # a tmpfs on Linux
 ROOM_NEEDED = 4 * 2**30  # what a whole run of the suite writes, with margin
 
