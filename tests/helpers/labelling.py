@@ -64,8 +64,9 @@ class Server:
     url: str
 
     def kill(self) -> None:
+        """SIGKILL, unless it has ended; then reaped, and the files that held its output removed."""
         self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
+        self.process.communicate(timeout=30)
 
 
 def start_server(data: Data) -> Server:

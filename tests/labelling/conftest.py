@@ -24,8 +24,7 @@ def server(data) -> Iterator[Server]:
     try:
         yield running
     finally:
-        if running.process.poll() is None:
-            running.kill()
+        running.kill()
 
 
 @pytest.fixture
