@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from omegaconf import OmegaConf
 
 from helpers.commands import runs_in, sweep
 from helpers.processes import start_code
-from helpers.servers import free_port, stop_group
+from helpers.servers import free_port, stop_group, wait_until_answering
 from sweep import tracking
 from sweep.experiment.cli import ParentRunCallback, connecting_to_a_ray_cluster, preflight
 from sweep.retrieval.cache import EmbeddingCache
@@ -126,17 +125,8 @@ def tracking_server(tmp_path_factory, postgres) -> Iterator[str]:
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180  # the first start creates MLflow's tables
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                assert time.monotonic() < deadline and server.poll() is None, (folder / "server.log").read_text()[
-                    -3000:
-                ]
-                time.sleep(0.1)
+        # the first start creates MLflow's tables
+        wait_until_answering(f"{url}/health", server, lambda: (folder / "server.log").read_text(), timeout=180)
         yield url
     finally:
         stop_group(server.pid)  # its workers with it

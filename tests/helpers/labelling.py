@@ -8,12 +8,11 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from helpers import processes
-from helpers.servers import free_port
+from helpers.servers import free_port, wait_until_answering
 from sweep.formats.corpus import Corpus, load_corpus
 from sweep.formats.golden import GoldenSet, load_golden
 
@@ -78,16 +77,8 @@ def start_server(data: Data) -> Server:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + START_TIMEOUT
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return Server(process, url)
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise AssertionError(f"sweep.label did not start: {''.join(process.communicate())}") from None
-            time.sleep(0.05)
+    wait_until_answering(url, process, lambda: "".join(process.communicate()), START_TIMEOUT)
+    return Server(process, url)
 
 
 def wait_for(condition, timeout: float = 20, what: str = "condition"):

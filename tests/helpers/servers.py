@@ -1,5 +1,5 @@
-"""Servers a test starts on 127.0.0.1 and stops: a free port, a local Ray cluster, and a server's
-whole process group stopped."""
+"""Servers a test starts on 127.0.0.1 and stops: a free port, waiting until one answers, a local
+Ray cluster, and a server's whole process group stopped."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 # Ray on loopback only: without the last one Ray binds the machine's own address, not 127.0.0.1
@@ -23,6 +24,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_until_answering(url: str, process, said: Callable[[], str], timeout: float) -> None:
+    """Until a GET of `url` succeeds; when `process` (Popen or helpers.processes' Started) ends first
+    or `timeout` seconds pass, it is killed and the test fails with `said()`, what it printed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:  # not listening yet, or an error status
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise AssertionError(f"{url} did not answer: {said()[-3000:]}") from None
+            time.sleep(0.1)
 
 
 @contextlib.contextmanager

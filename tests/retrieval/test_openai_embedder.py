@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 from typing import NamedTuple
@@ -19,6 +17,7 @@ import pytest
 from helpers import processes
 from helpers.commands import one_error_line, runs_in, sweep
 from helpers.models import write_tiny_cross_encoder
+from helpers.servers import free_port, wait_until_answering
 from sweep.errors import InputError
 from sweep.retrieval.chunking import TokenChunker
 from sweep.retrieval.endpoints import APIReranker, OpenAIEmbedder
@@ -64,25 +63,13 @@ def rerank_model(tmp_path_factory, small_kb) -> Path:
 
 @pytest.fixture(scope="module")
 def server(rerank_model):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(SERVER.parents[1]), os.environ.get("PYTHONPATH", "")])}
     arguments = ("--port", str(port), "--key", KEY, "--reranker", str(rerank_model))
     process = processes.start_code(AS_SCRIPT, SERVER, *arguments, env=env, stderr=subprocess.PIPE, text=True)
     running = Server(port)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                running.requests()
-                break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    process.kill()
-                    said = process.communicate()[1][-2000:]
-                    raise AssertionError(f"the embedding server did not start: {said}") from None
-                time.sleep(0.3)
+        wait_until_answering(f"{running.root}/admin/stats", process, lambda: process.communicate()[1], timeout=120)
         yield running
     finally:
         process.terminate()
