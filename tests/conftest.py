@@ -50,12 +50,13 @@ def pytest_configure(config):
 
 
 def threads_per_worker(config) -> int:
-    """The machine's cores shared among the workers (`-n`), for PyTorch's and FAISS's OpenMP
-    pools: at one pool of every core per worker, the pools of two workers took turns on the same
-    cores, each thread spinning while it waited for one the other worker held, about 10 % more CPU
-    for the same encodes. Commands, servers and clusters the tests start inherit it."""
-    workers = config.getoption("numprocesses", None)
-    return max(1, (os.cpu_count() or 1) // workers) if isinstance(workers, int) and workers > 0 else os.cpu_count() or 1
+    """The machine's cores shared among the workers (`-n`), for the OpenMP and BLAS pools of
+    PyTorch, FAISS and numpy: at one pool of every core per worker, the pools of two workers took
+    turns on the same cores, each thread spinning while it waited for one the other worker held,
+    about 10 % more CPU for the same encodes. Commands, servers and clusters the tests start
+    inherit it."""
+    workers = config.getoption("numprocesses", None) or 1  # xdist has made `-n auto` a number; -n 0: this process
+    return max(1, (os.cpu_count() or 1) // workers)
 
 
 def pytest_sessionstart(session):
