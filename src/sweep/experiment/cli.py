@@ -125,6 +125,7 @@ def main() -> None:
     try:
         sys.argv[1:] = connecting_to_a_ray_cluster(maximizing(verbosity_flags(sys.argv[1:])))
         combinations = preflight(sys.argv[1:])
+        checked.hand_mode_to_hydra()
         hydra_main()
         raise_if_interrupted()  # a signal a library swallowed during the last combination
     except (Interrupted, KeyboardInterrupt) as interrupted:
@@ -219,8 +220,10 @@ def preflight(argv: Sequence[str]) -> int:
     if len(combinations) >= NOTICE_FROM:
         print(f"checking the {len(combinations):,} combinations before the first runs ...", file=sys.stderr)
     with initialize_config_module(version_base="1.3", config_module="sweep.conf"):
-        first = composed_with_hydra(combinations[0])  # once, for the output folder and the first checks
+        first = composed_with_hydra(combinations[0])  # once, for the output folder, Hydra's mode and the first checks
         check_output_folder(first, args.multirun)
+        if first is not None:
+            checked.record_mode(OmegaConf.select(first, "hydra.mode"))
         for number, combination in enumerate(combinations):
             where = f" (in the combination {' '.join(combination)})" if len(combinations) > 1 else ""
             try:
