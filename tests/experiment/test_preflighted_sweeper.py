@@ -1,13 +1,16 @@
 """The default sweeper (`hydra/sweeper=preflighted`) skips Hydra's composition of a batch only for
 the combinations `python -m sweep` composed and checked first; any other it composes as Hydra's
-basic sweeper does, so a bad one still fails before anything launches."""
+basic sweeper does, so a bad one still fails before anything launches. Hydra's mode, which
+`hydra.main` would compose the config once more to read, is the one the preflight composed."""
 
 from __future__ import annotations
 
 import pytest
 from hydra._internal.callbacks import Callbacks
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.hydra import Hydra
 from hydra._internal.utils import create_config_search_path
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.plugins import Plugins
 from hydra.errors import ConfigCompositionException
 from hydra.types import HydraContext, RunMode
@@ -42,3 +45,24 @@ def test_what_the_preflight_checked_is_not_composed_again_and_anything_else_is(s
     sweeper.validate_batch_is_legal([["index.no_such_key=1"]])
     with pytest.raises(ConfigCompositionException, match="index.no_such_key_either"):
         sweeper.validate_batch_is_legal([["chunk=64"], ["index.no_such_key_either=1"]])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["model=bm25"],
+        ["-m", "model=bm25,tfidf", "chunk=0"],
+        ["-m", "model=bm25", "hydra.mode=RUN"],  # Hydra warns and sweeps anyway: it must see RUN here too
+    ],
+)
+def test_the_mode_the_preflight_records_is_the_one_hydra_composes(argv, tmp_path):
+    checked.record_mode(RunMode.MULTIRUN if "hydra.mode=RUN" in argv else RunMode.RUN)  # neither is the answer
+    preflight([*argv, f"hydra.sweep.dir={tmp_path}", f"hydra.run.dir={tmp_path}"])
+    [recorded] = checked._modes
+    GlobalHydra.instance().clear()
+    hydra = Hydra.create_main_hydra2("sweep", create_config_search_path("pkg://sweep.conf"))
+    try:
+        composed = hydra.get_mode("config", [a for a in argv if a != "-m"])  # Hydra's own, not handed over here
+    finally:
+        GlobalHydra.instance().clear()
+    assert recorded == composed
