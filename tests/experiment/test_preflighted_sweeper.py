@@ -55,14 +55,16 @@ def test_what_the_preflight_checked_is_not_composed_again_and_anything_else_is(s
         ["-m", "model=bm25", "hydra.mode=RUN"],  # Hydra warns and sweeps anyway: it must see RUN here too
     ],
 )
-def test_the_mode_the_preflight_records_is_the_one_hydra_composes(argv, tmp_path):
-    checked.record_mode(RunMode.MULTIRUN if "hydra.mode=RUN" in argv else RunMode.RUN)  # neither is the answer
-    preflight([*argv, f"hydra.sweep.dir={tmp_path}", f"hydra.run.dir={tmp_path}"])
-    [recorded] = checked._modes
+def test_hydra_is_handed_the_mode_it_would_compose(argv, tmp_path, monkeypatch):
+    overrides = [a for a in argv if a != "-m"]
     GlobalHydra.instance().clear()
     hydra = Hydra.create_main_hydra2("sweep", create_config_search_path("pkg://sweep.conf"))
     try:
-        composed = hydra.get_mode("config", [a for a in argv if a != "-m"])  # Hydra's own, not handed over here
+        composed = hydra.get_mode("config", overrides)  # Hydra's own: composes the config
     finally:
         GlobalHydra.instance().clear()
-    assert recorded == composed
+    checked.record_mode(RunMode.MULTIRUN if composed == RunMode.RUN else RunMode.RUN)  # not the answer
+    preflight([*argv, f"hydra.sweep.dir={tmp_path}", f"hydra.run.dir={tmp_path}"])
+    monkeypatch.setattr(Hydra, "get_mode", Hydra.get_mode)  # Hydra's own again after the test
+    checked.hand_mode_to_hydra()
+    assert hydra.get_mode("config", overrides) == composed
