@@ -51,6 +51,10 @@ from sweep.tracking import kill_orphans, process_tags
         (["chunk_depth=0"], "chunk_depth=0: must be an integer from 1 to 1000000"),
         (["chunk=-3"], "chunk=-3: must be an integer >= 0"),
         (
+            ["-m", "chunk=64", "hydra.job.chdir=true,false"],
+            "hydra.job.chdir=true,false: Hydra's own settings (hydra.*) take one value in a sweep, not several",
+        ),
+        (
             ["-m", "chunk=0,24,256"],
             "chunking.overlap=32: must be smaller than chunk=24 (or chunk=0: whole documents) (in the combination chunk=24)",
         ),

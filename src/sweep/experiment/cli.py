@@ -125,7 +125,7 @@ def main() -> None:
     try:
         sys.argv[1:] = connecting_to_a_ray_cluster(maximizing(verbosity_flags(sys.argv[1:])))
         combinations = preflight(sys.argv[1:])
-        checked.hand_mode_to_hydra()
+        checked.hand_to_hydra()
         hydra_main()
         raise_if_interrupted()  # a signal a library swallowed during the last combination
     except (Interrupted, KeyboardInterrupt) as interrupted:
@@ -211,7 +211,15 @@ def preflight(argv: Sequence[str]) -> int:
     parsed = parser.parse_overrides(args.overrides)
     if args.multirun and any(o.get_key_element().startswith(("hydra/sweeper", "hydra.sweeper")) for o in parsed):
         return 0  # another sweeper chooses the combinations; each is checked when it runs
-    combinations = BasicSweeper.split_arguments(parsed, None)[0] if args.multirun else [list(args.overrides)]
+    hydra_own = [override.input_line for override in parsed if override.is_hydra_override()]
+    if args.multirun:  # as the sweeper launches each combination and Hydra composes its job: Hydra's own first
+        swept = [o.input_line for o in parsed if o.is_hydra_override() and o.is_sweep_override()]
+        if swept:
+            raise InputError(f"{swept[0]}: Hydra's own settings (hydra.*) take one value in a sweep, not several")
+        jobs = BasicSweeper.split_arguments([o for o in parsed if not o.is_hydra_override()], None)[0]
+        combinations = [[*hydra_own, *job] for job in jobs]
+    else:
+        jobs = combinations = [list(args.overrides)]
     if len(combinations) > MAX_COMBINATIONS:
         raise InputError(
             f"-m: {len(combinations):,} combinations; one sweep runs at most {MAX_COMBINATIONS:,} (each is an MLflow "
@@ -220,15 +228,17 @@ def preflight(argv: Sequence[str]) -> int:
     if len(combinations) >= NOTICE_FROM:
         print(f"checking the {len(combinations):,} combinations before the first runs ...", file=sys.stderr)
     with initialize_config_module(version_base="1.3", config_module="sweep.conf"):
-        first = composed_with_hydra(combinations[0])  # once, for the output folder, Hydra's mode and the first checks
+        first = composed_with_hydra(combinations[0])  # also for the output folder and Hydra's mode
         check_output_folder(first, args.multirun)
         if first is not None:
             checked.record_mode(OmegaConf.select(first, "hydra.mode"))
-        for number, combination in enumerate(combinations):
-            where = f" (in the combination {' '.join(combination)})" if len(combinations) > 1 else ""
+        for number, (combination, job) in enumerate(zip(combinations, jobs)):
+            where = f" (in the combination {' '.join(job)})" if len(combinations) > 1 else ""
             try:
                 reuse = number == 0 and first is not None
-                cfg = without_hydra(first) if reuse else compose("config", overrides=combination)
+                composed = first if reuse else compose("config", overrides=combination, return_hydra_config=True)
+                checked.record_composition(combination, len(hydra_own if args.multirun else combination), composed)
+                cfg = without_hydra(composed)
                 check_settings(cfg)
                 if cfg.resume and not args.multirun:
                     raise InputError("resume=true resumes a sweep: add -m (a single run has nothing to resume)")
@@ -241,8 +251,7 @@ def preflight(argv: Sequence[str]) -> int:
                     raise InputError(composition_error(error, combination) + where) from None
                 raise
     if args.multirun:  # the combinations as the sweeper will launch them: Hydra's own overrides apart
-        task = [override for override in parsed if not override.is_hydra_override()]
-        checked.record(BasicSweeper.split_arguments(task, None)[0])
+        checked.record(jobs)
     return len(combinations)
 
 
