@@ -87,11 +87,12 @@ def composed(config_name: str | None, overrides: Sequence[str], run_mode: RunMod
 def hand_to_hydra() -> None:
     """What the preflight composed, handed to Hydra (1.3) in place of composing it again:
     `hydra.main` composes the whole config once more only to read `hydra.mode` (`Hydra.get_mode`),
-    then once for a run, or once for the sweep and once per job (`ConfigLoaderImpl.load_configuration`):
-    0.15 to 0.4 CPU-s each here. Hydra takes the mode and each run's or job's config from the preflight where it
-    recorded them; anything else (another sweeper chooses the combinations, --cfg, another config
-    folder, a job in another process) Hydra composes as before. For the command's own process:
-    `python -m sweep` calls it after the preflight."""
+    then once for a run, or once for the sweep and once per job
+    (`ConfigLoaderImpl.load_configuration`): 0.15 to 0.4 CPU-s each here. Hydra takes the mode and
+    each run's or job's config from the preflight where it recorded them; anything else (the
+    sweep's own config, another sweeper's combinations, --cfg, another config folder, a job in
+    another process) Hydra composes as before. For the command's own process: `python -m sweep`
+    calls it after the preflight."""
     if _modes:
         mode = _modes[0]
         Hydra.get_mode = lambda self, config_name, overrides: mode  # type: ignore[method-assign]
