@@ -121,7 +121,7 @@ def test_a_run_or_job_is_handed_the_config_hydra_would_compose_and_hydra_compose
     argv = [
         *argv, f"hydra.sweep.dir={tmp_path / 'multirun'}", f"hydra.run.dir={tmp_path / 'run'}",
         "~hydra.callbacks.mlflow_parent_run", f"+hydra.callbacks.jobs._target_={__name__}.JobsEnvironment",
-        "hydra/job_logging=disabled", "hydra/hydra_logging=disabled",  # this process's logging left as it is
+        "hydra/job_logging=none", "hydra/hydra_logging=none",  # this process's logging left as it is (`disabled` disables every logger)
     ]  # fmt: skip
     hydras_own = configs_of_each_run(argv, monkeypatch)
     assert len(hydras_own) == runs
