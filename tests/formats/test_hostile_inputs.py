@@ -72,12 +72,11 @@ def run_statuses(store: Path) -> list[str]:
 
 def test_the_id_rule_is_exactly_whitespace_and_control_characters():
     """Every character `str.split`, pandas or trec_eval may split on, and nothing else."""
-    for code in range(sys.maxunicode + 1):
-        character = chr(code)
-        refused = NOT_IN_IDS.search(character) is not None
-        category = unicodedata.category(character)
-        assert refused == (category == "Cc" or category.startswith("Z")), hex(code)
-        assert refused or not character.isspace(), hex(code)
+    every_character = "".join(map(chr, range(sys.maxunicode + 1)))  # code point = index: one search, not 1.1M
+    refused = {hex(match.start()) for match in NOT_IN_IDS.finditer(every_character)}  # a class: one character a match
+    categories = map(unicodedata.category, every_character)
+    assert refused == {hex(code) for code, category in enumerate(categories) if category == "Cc" or category[0] == "Z"}
+    assert {hex(code) for code, character in enumerate(every_character) if character.isspace()} <= refused
 
 
 @pytest.mark.parametrize(
