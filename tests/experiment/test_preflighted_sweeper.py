@@ -45,6 +45,8 @@ def test_the_preflight_records_the_combinations_as_the_sweeper_launches_them(tmp
         for index in ("flat", "hnsw"):  # Hydra's own overrides are not the jobs' (hydra.overrides.task)
             assert checked.was_checked([f"chunk={chunk}", f"index={index}"])
     assert not checked.was_checked(["chunk=64", "index=ivf"]) and not checked.was_checked(["chunk=64"])
+    assert preflight(["-m", "chunk=256", f"hydra.sweep.dir={tmp_path}"]) == 1  # the next command's, in this process
+    assert checked.was_checked(["chunk=256"]) and not checked.was_checked(["chunk=64", "index=flat"])
 
 
 def test_what_the_preflight_checked_is_not_composed_again_and_anything_else_is(sweeper):

@@ -38,6 +38,14 @@ class _Composition:
 _compositions: dict[tuple[str, ...], _Composition] = {}
 
 
+def forget() -> None:
+    """What an earlier preflight in this process recorded, forgotten: a preflight records one
+    command's combinations, mode and compositions (in-process callers, such as the tests, run many)."""
+    _checked.clear()
+    _modes.clear()
+    _compositions.clear()
+
+
 def record(combinations: Iterable[Sequence[str]]) -> None:
     _checked.update(tuple(overrides) for overrides in combinations)
 

@@ -197,6 +197,7 @@ def connecting_to_a_ray_cluster(argv: Sequence[str]) -> list[str]:
 @exit_2_on_bad_input
 def preflight(argv: Sequence[str]) -> int:
     """Compose and check every combination the command line asks for, as Hydra will; how many."""
+    checked.forget()
     args, _ = get_args_parser().parse_known_args(argv)
     asks_something_else = args.help or args.hydra_help or args.info or args.cfg or args.shell_completion
     other_config = args.config_path or args.config_dir or args.config_name or args.experimental_rerun
