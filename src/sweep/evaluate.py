@@ -25,10 +25,29 @@ from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+PR_SET_THP_DISABLE = 41  # linux/prctl.h
+
+
+def without_huge_pages() -> None:
+    """No transparent huge pages for this process (Linux; elsewhere, or on a kernel before 3.15,
+    nothing changes). pyarrow's allocator asks them for its 1 GiB arena and numpy for its arrays
+    over 4 MB; where the kernel compacts memory to find each one (`defrag` `madvise`, the
+    development machine's setting), the command's system time swung from 0.1 s to 0.8 s, most of
+    all right after another large process: in `bench/metrics.py --whole-process`, whose turns
+    follow pytrec_eval's, five interleaved pairs of runs took 0.85 to 1.08 s (median of each run)
+    with them and 0.73 to 0.82 s without. Alone it gains nothing on average (0.66 s either way),
+    and a command that reads its files once keeps nothing long enough to profit from them."""
+    if sys.platform == "linux":
+        import ctypes
+
+        ctypes.CDLL(None).prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0)
+
+
 if __name__ == "__main__":  # the command (an import of its functions changes nothing)
     # numpy's OpenBLAS starts a thread per core when numpy is imported, and they spin for a while:
     # some 60 ms of CPU in a command that multiplies no matrix. A setting of the user's stands.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    without_huge_pages()  # before numpy and pyarrow allocate
 
 from sweep.errors import InputError, exit_2_on_bad_input  # noqa: E402 (numpy comes with these)
 from sweep.evaluation.registry import DEFAULT_METRICS, valid_names  # noqa: E402

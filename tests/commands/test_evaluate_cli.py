@@ -199,6 +199,25 @@ def test_the_command_on_trec_files_skips_the_slow_imports_too(seed_files):
     assert imported.isdisjoint({"pyarrow.compute", "yaml", "importlib.metadata", "pandas", "scipy", "mlflow"})
 
 
+def test_the_command_reads_its_files_without_transparent_huge_pages(seed_files):
+    """`without_huge_pages` runs before the files are read: the command's own `__main__` block, run
+    as `-m` runs it, reports its process's THP flag (`/proc/self/status`) when it opens the run."""
+    qrels, run = map(str, seed_files)
+    code = (
+        "import runpy, sys\n"
+        "def report(event, args):\n"
+        f"    if event == 'open' and str(args[0]) == {run!r}:\n"
+        "        with open('/proc/self/status') as status:\n"
+        "            print(next(line for line in status if line.startswith('THP_enabled')), end='', file=sys.stderr)\n"
+        "sys.addaudithook(report)\n"
+        f"sys.argv = ['sweep.evaluate', {qrels!r}, {run!r}, '--json']\n"
+        "runpy.run_module('sweep.evaluate', run_name='__main__', alter_sys=True)\n"
+    )
+    result = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and json.loads(result.stdout)["mean"]["mrr"] == 0.5, result.stderr[-2000:]
+    assert {line for line in result.stderr.splitlines() if line.startswith("THP_enabled")} == {"THP_enabled:\t0"}
+
+
 @pytest.mark.parametrize("json_output", [False, True])
 def test_a_reader_gone_before_the_output_ends_the_command_quietly(seed_files, json_output):
     """`python -m sweep.evaluate ... | head -1`, with the reader gone before the first line: the
