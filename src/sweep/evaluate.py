@@ -30,13 +30,9 @@ PR_SET_THP_DISABLE = 41  # linux/prctl.h
 
 def without_huge_pages() -> None:
     """No transparent huge pages for this process (Linux; elsewhere, or on a kernel before 3.15,
-    nothing changes). pyarrow's allocator asks them for its 1 GiB arena and numpy for its arrays
-    over 4 MB; where the kernel compacts memory to find each one (`defrag` `madvise`, the
-    development machine's setting), the command's system time swung from 0.1 s to 0.8 s, most of
-    all right after another large process: in `bench/metrics.py --whole-process`, whose turns
-    follow pytrec_eval's, five interleaved pairs of runs took 0.85 to 1.08 s (median of each run)
-    with them and 0.73 to 0.82 s without. Alone it gains nothing on average (0.66 s either way),
-    and a command that reads its files once keeps nothing long enough to profit from them."""
+    nothing changes). pyarrow's allocator and numpy ask for them; where the kernel compacts memory
+    to find each one, the command's system time swung from 0.1 s to 0.8 s, and a command that reads
+    its files once gains nothing from them (figures: docs/benchmarks.md, the whole process)."""
     if sys.platform == "linux":
         import ctypes
 
