@@ -17,7 +17,7 @@ import pytest
 from helpers.data import random_judgments
 from sweep.evaluate import Scores, evaluate, score_trec, to_json
 from sweep.evaluation.measures import RankedJudgments
-from sweep.formats.columns import trec_order
+from sweep.formats.columns import repeats_within, trec_order
 from sweep.formats.trec import qrels_columns, run_columns
 
 METRICS = "recall_at_2,precision_at_3,hit_at_1,mrr,mrr_at_2,ndcg,ndcg_at_3,map,map_at_2,r_precision"
@@ -109,15 +109,17 @@ def test_trec_order_is_trec_evals_order():
         if rng.random() < 0.5:  # grouped and score-sorted, as files usually are, ties in any order
             rows = np.lexsort((rng.random(n), -score, query))
             query, score, doc = query[rows], score[rows], doc[rows]
-        order = trec_order(query, score, lambda rows, doc=doc: doc[rows])
-        ordered = np.arange(n) if order is None else order
+        moves = trec_order(query, score, lambda rows, doc=doc: doc[rows])
+        ordered = np.arange(n)
+        if moves is not None:
+            ordered[moves[0]] = moves[1]
         assert sorted(ordered.tolist()) == list(range(n))
         q, s, d = query[ordered], score[ordered], doc[ordered]
         assert len(np.unique(q)) == 1 + np.count_nonzero(q[1:] != q[:-1])  # each query's rows together
         same = q[1:] == q[:-1]
         assert np.all(((s[1:] < s[:-1]) | ((s[1:] == s[:-1]) & (d[1:] <= d[:-1])))[same])
-        if order is not None:
-            assert not np.array_equal(order, np.arange(n))
+        if moves is not None:
+            assert not np.array_equal(ordered, np.arange(n))
 
 
 @pytest.mark.parametrize("n_docs", [300, 10**9])  # keys of (query, document) fit in int32, or need int64
@@ -174,3 +176,13 @@ def test_per_type_means_are_the_ones_a_run_logs(tmp_path, seed):
     logged = evaluate(options).type_means()
     printed = to_json(Scores.of(evaluate(options)), False, True)["mean"]
     assert {name: value for name, value in printed.items() if name.startswith("type/")} == logged
+
+
+@pytest.mark.parametrize("n_items", [9, 10**9])  # (group, item) keys fit in int32, or need int64
+def test_repeats_within_finds_an_item_twice_in_one_group(n_items):
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        n = int(rng.integers(0, 40))
+        group, item = rng.integers(0, 5, n), rng.integers(n_items - 9, n_items, n)
+        pairs = list(zip(group.tolist(), item.tolist()))
+        assert repeats_within(group, item, n_items) == (len(set(pairs)) < len(pairs))

@@ -53,10 +53,12 @@ class Run:
         """Order each query's documents as trec_eval does: score descending, then doc id descending."""
         frame = _categorical(frame)
         doc_codes = frame["docid"].cat.codes.to_numpy(np.int64)  # categories are sorted, so codes order ids
-        order = trec_order(
+        moves = trec_order(
             frame["qid"].cat.codes.to_numpy(np.int64), frame["score"].to_numpy(), lambda rows: doc_codes[rows]
         )
-        if order is not None:
+        if moves is not None:
+            order = np.arange(len(frame))
+            order[moves[0]] = moves[1]
             frame = frame.iloc[order].reset_index(drop=True)
         return cls(_drop_repeats(frame, name), name)
 

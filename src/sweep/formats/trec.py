@@ -119,9 +119,11 @@ def run_columns(path: Path) -> TrecRun | None:
     if columns is None:
         return None
     qid, docid, score = columns["qid"], columns["docid"], columns["score"]
-    order = trec_order(qid.codes, score, docid.ranks)
-    if order is not None:
-        qid, docid, score = qid.take(order), docid.take(order), score[order]
+    moves = trec_order(qid.codes, score, docid.ranks)
+    if moves is not None:
+        rows, source = moves
+        for values in (qid.codes, docid.codes, score):  # arrays read_columns made for this call alone
+            values[rows] = values[source]
     if repeats_within(qid.codes, docid.codes, len(docid.distinct)):
         return None
     return TrecRun(qid, docid, score)
