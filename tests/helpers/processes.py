@@ -18,6 +18,7 @@ Any other command line runs through subprocess unchanged; `start_code` runs a te
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import multiprocessing
 import os
 import runpy
@@ -35,8 +36,9 @@ from pathlib import Path
 # (`python -X importtime` on a forked BM25 sweep: 0.13 s of imports left after the fork, 0.02 s now).
 # Importing only: no model is loaded, no store opened, no thread started. Names importable from
 # site-packages: Python 3.11's forkserver imports them without this process's sys.path (tests/),
-# and skips any it cannot import, which `_run_module` turns into a failure.
-PRELOAD = [
+# and skips any it cannot import, which `_run_module` turns into a failure. Optional packages
+# (IPython, which MLflow imports when present) that this environment lacks are left out first.
+WANTED = [
     "bm25s", "faiss", "IPython", "git", "matplotlib.pyplot", "sentence_transformers.models",
     "transformers.generation.utils", "transformers.models.bert.modeling_bert",
     "transformers.models.bert.tokenization_bert", "sqlalchemy.dialects.sqlite",
@@ -51,6 +53,14 @@ PRELOAD = [
     "sweep.experiment.trial", "sweep.retrieval.dense", "sweep.retrieval.index", "sweep.retrieval.lexical",
     "sweep.retrieval.pipeline", "sweep.tracking.lifecycle", "sweep.tracking.logger", "sweep.tracking.sweeps",
 ]  # fmt: skip
+
+
+def installed(names: Sequence[str]) -> list[str]:
+    """The `names` whose top-level package is installed (found without importing it)."""
+    return [name for name in names if importlib.util.find_spec(name.partition(".")[0]) is not None]
+
+
+PRELOAD = installed(WANTED)
 _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(PRELOAD)
 
