@@ -1,5 +1,6 @@
 """Rerankers: a tiny real cross-encoder built here (random BERT, its own vocabulary) loaded
-through the config path users use, reciprocal-rank fusion, and hybrid under a filter."""
+through the config path users use, and its clear errors. (Fusing rankings is `model=hybrid`'s
+job: tests/retrieval/test_hybrid.py.)"""
 
 from __future__ import annotations
 
@@ -13,13 +14,10 @@ from hydra import compose, initialize_config_module
 from helpers.models import MAX_LENGTH, write_tiny_cross_encoder
 from sweep.errors import InputError
 from sweep.experiment.trial import build_pipeline
-from sweep.retrieval.base import Hits
 from sweep.retrieval.chunking import TokenChunker
-from sweep.retrieval.filters import PreFilter
-from sweep.retrieval.fusion import fuse
-from sweep.retrieval.lexical import BM25Retriever, TfidfRetriever
+from sweep.retrieval.lexical import TfidfRetriever
 from sweep.retrieval.pipeline import Pipeline
-from sweep.retrieval.rerank import CrossEncoderReranker, HybridReranker
+from sweep.retrieval.rerank import CrossEncoderReranker
 
 
 @pytest.fixture(scope="module")
@@ -92,12 +90,6 @@ def test_a_missing_cross_encoder_is_a_clear_error(model, message):
         CrossEncoderReranker(model=model, candidates=0)
 
 
-@pytest.mark.parametrize("setting", [{"k": -1}, {"bm25_weight": float("inf")}])
-def test_bad_fusion_settings_are_clear_errors(setting):
-    with pytest.raises(InputError, match=f"reranker.{next(iter(setting))}="):
-        HybridReranker(**setting)
-
-
 @pytest.mark.slow  # its cross-encoder is written and loaded with transformers: about 7 s
 def test_a_model_with_several_labels_is_not_a_reranker(tmp_path, tiny_cross_encoder):
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
@@ -113,25 +105,3 @@ def test_a_model_with_several_labels_is_not_a_reranker(tmp_path, tiny_cross_enco
 def test_a_folder_that_is_not_a_cross_encoder_is_a_clear_error(tmp_path):
     with pytest.raises(InputError, match="not a loadable CrossEncoder"):
         CrossEncoderReranker(model=str(tmp_path)).build(["text"])
-
-
-def test_hybrid_fuses_both_rankings_under_the_filter(small_kb):
-    corpus, golden = small_kb
-    chunker = TokenChunker(0)  # a chunk is a document: hit ids map one to one to documents
-    it_only = {"department": "IT"}
-    hybrid = Pipeline(chunker, TfidfRetriever(), PreFilter(where=it_only), HybridReranker()).retrieve(corpus, golden)
-    tfidf = Pipeline(chunker, TfidfRetriever(), PreFilter(where=it_only)).retrieve(corpus, golden)
-    bm25 = Pipeline(chunker, BM25Retriever(), PreFilter(where=it_only)).retrieve(corpus, golden)
-    position = {doc.id: i for i, doc in enumerate(corpus)}
-    fused_somewhere = 0
-    for question in golden:
-        rankings = [
-            [position[d] for d, _ in result.results.rankings().get(question.id, [])] for result in (tfidf, bm25)
-        ]
-        expected = fuse([Hits(np.zeros(len(r)), np.array(r, dtype=np.int64)) for r in rankings], "rrf", k=60)
-        got = hybrid.results.rankings().get(question.id, [])
-        assert [position[d] for d, _ in got] == expected.ids.tolist(), question.id
-        np.testing.assert_allclose([s for _, s in got], expected.scores)
-        assert all(corpus.by_id[d].metadata["department"] == "IT" for d, _ in got)
-        fused_somewhere += rankings[0] != rankings[1]
-    assert fused_somewhere >= len(golden) // 2  # the two rankings differ, so fusion decided something

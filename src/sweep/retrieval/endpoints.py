@@ -1,28 +1,23 @@
 """Hosted and served models: embeddings from an OpenAI-compatible endpoint (OpenAI, vLLM,
 text-embeddings-inference, infinity, Ollama, LM Studio, ...) and reranking by the `/rerank`
-contract Cohere, Jina, vLLM and infinity serve, both through the official `openai` client.
+contract Cohere, Jina, vLLM and infinity serve, both through the shared endpoint client
+(`sweep.retrieval.model_client`: the official `openai` client with its retries, `Retry-After`,
+timeouts, the key from the environment, concurrency, tokens, cost and the cost cap).
 
 `model/embedder=openai` replaces the local model of a dense retriever: the corpus is embedded in
 batches of at most `batch_size` texts and about `max_tokens_per_request` tokens (estimated as
-characters / 4 before sending), `max_concurrency` requests at a time; the client retries 429s
-(honouring `Retry-After`), 5xx answers, timeouts and dropped connections up to `max_retries`
-times with its own backoff. The corpus's vectors are cached as a local model's are, under a key of
-the endpoint, the model, `dimensions` and the texts (never the key), and so are the questions'.
-
-The API key is read from the environment variable named by `api_key_env`, never from config: it
-is not logged, printed, cached or written anywhere, and is masked in any message that would carry
-it. What the server returns is checked before anything is cached: one vector per text, in order,
-all of one width (`dimensions` when set), finite. Any failure is one line naming the setting.
+characters / 4 before sending), `max_concurrency` requests at a time. The corpus's vectors are
+cached as a local model's are, under a key of the endpoint, the model, `dimensions` and the texts
+(never the key), and so are the questions'. What the server returns is checked before anything is
+cached: one vector per text, in order, all of one width (`dimensions` when set), finite. Any
+failure is one line naming the setting.
 """
 
 from __future__ import annotations
 
-import logging
 import math
-import os
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from typing import Annotated, Any
 
@@ -31,92 +26,18 @@ import numpy as np
 from sweep.errors import InputError
 from sweep.retrieval.base import Hits
 from sweep.retrieval.embed import Embedder
+from sweep.retrieval.model_client import ModelClient, Usage, estimated_tokens
 from sweep.retrieval.rerank import Reranker, SearchUnderFilter
 from sweep.settings import NonEmpty, Range, checked
 
-log = logging.getLogger(__name__)
-CHARS_PER_TOKEN = 4  # the usual estimate for English text, used before a request says the true count
-NO_KEY = "not-set"  # sent when the variable is unset: servers that need no key accept anything
-
-
-class Endpoint:
-    """A connection to an HTTP model server: the client (its retries counted), the key read from
-    the environment, and every failure as one line naming the setting (`KEY`: the config group)."""
-
-    KEY = "model.embedder"
-    model: str
-    base_url: str | None
-    api_key_env: str
-    timeout: float
-    max_retries: int
-
-    def _open(self) -> None:
-        self._lock = threading.Lock()
-        self._attempts = 0
-
-    @property
-    def _key(self) -> str:
-        return os.environ.get(self.api_key_env) or NO_KEY
-
-    @cached_property
-    def client(self) -> Any:
-        import httpx2
-        import openai
-
-        def count_attempt(request: Any) -> None:  # every try, retries included
-            with self._lock:
-                self._attempts += 1
-
-        http = httpx2.Client(event_hooks={"request": [count_attempt]}, timeout=self.timeout)
-        return openai.OpenAI(
-            api_key=self._key,
-            base_url=self.base_url,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            http_client=http,
-        )
-
-    def _call(self, send: Any, path: str) -> Any:
-        """`send()`'s answer from the server's `path` (/embeddings, /rerank); the client's exceptions as one line."""
-        import openai
-
-        try:
-            return send()
-        except openai.APIStatusError as error:
-            raise InputError(self._status_message(error, path)) from None
-        except openai.APITimeoutError:
-            raise InputError(
-                f"{self.KEY}.base_url={self.base_url}: no answer within {self.KEY}.timeout={self.timeout} s, "
-                f"{self.max_retries} retries included"
-            ) from None
-        except openai.APIConnectionError as error:
-            raise InputError(f"{self.KEY}.base_url={self.base_url}: cannot connect ({self._masked(error)})") from None
-        except (openai.APIError, ValueError) as error:  # a body that is not JSON, or not the expected shape
-            raise InputError(
-                f"{self.KEY}.base_url={self.base_url}: not a {path} answer ({self._masked(error)})"
-            ) from None
-
-    def _status_message(self, error: Any, path: str) -> str:
-        status, server = error.status_code, self.base_url or "OpenAI"
-        if status in (401, 403):
-            state = "is not set" if self._key == NO_KEY else "holds a key the server refused"
-            return f"{self.KEY}.api_key_env={self.api_key_env}: the variable {state} ({status} from {server})"
-        if status == 404:
-            return f"{self.KEY}.model={self.model}: {server} has no such model or no {path} (404)"
-        return f"{self.KEY}.base_url={self.base_url}: HTTP {status} after {self.max_retries} retries ({self._masked(error)})"
-
-    def _masked(self, error: Exception) -> str:
-        text = " ".join(str(error).split())[:300]
-        return text.replace(self._key, "***") if self._key != NO_KEY else text
-
 
 @checked("model.embedder")
-class OpenAIEmbedder(Endpoint, Embedder):
+class OpenAIEmbedder(Embedder):
     """`model`: the endpoint's model name; `base_url`: e.g. http://127.0.0.1:8080/v1 (null: OpenAI's
     own); `dimensions`: shorter vectors from a model that offers them; `price_per_mtok`: US$ per
     million input tokens, for `cost/embed_usd` (null: the list price of a model named in
     `data/embedding_prices.yaml`, else unknown); `max_cost_usd`: refuse a run whose uncached
-    corpus is estimated to cost more."""
+    corpus is estimated to cost more, and stop one whose requests would."""
 
     remote = True
 
@@ -134,21 +55,26 @@ class OpenAIEmbedder(Endpoint, Embedder):
         price_per_mtok: Annotated[float | None, Range(0)] = None,
         max_cost_usd: Annotated[float | None, Range(0)] = None,
     ) -> None:
-        self.model, self.base_url, self.api_key_env, self.dimensions = model, base_url, api_key_env, dimensions
-        self.batch_size, self.max_tokens_per_request, self.max_concurrency = (
-            batch_size,
-            max_tokens_per_request,
-            max_concurrency,
-        )
-        self.timeout, self.max_retries = timeout, max_retries
+        self.model, self.base_url, self.dimensions = model, base_url, dimensions
+        self.batch_size, self.max_tokens_per_request = batch_size, max_tokens_per_request
         self.price_per_mtok = price_per_mtok if price_per_mtok is not None else list_price(model)
-        self.max_cost_usd = max_cost_usd
-        self._open()
+        self.endpoint = ModelClient(
+            settings="model.embedder",
+            model=model,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            timeout=timeout,
+            max_retries=max_retries,
+            max_concurrency=max_concurrency,
+            price_per_mtok=self.price_per_mtok,
+            max_cost_usd=max_cost_usd,
+        )
+        self._lock = threading.Lock()
         self._counts = {"requests": 0, "tokens": 0, "query_tokens": 0, "query_requests": 0}
         self._width: int | None = dimensions
 
     def load(self) -> Any:
-        return self.client
+        return self.endpoint.client
 
     @cached_property
     def identity(self) -> dict[str, Any]:
@@ -162,21 +88,8 @@ class OpenAIEmbedder(Endpoint, Embedder):
     def before_embedding(self, texts: Sequence[str]) -> None:
         """One line with the uncached texts' estimated tokens and cost; an InputError when the
         cost is above `max_cost_usd`, before any request."""
-        tokens = sum(estimated_tokens(text) for text in texts)
-        cost = tokens * self.price_per_mtok / 1e6 if self.price_per_mtok is not None else None
-        shown = f"about ${cost:.4f}" if cost is not None else "cost unknown (set model.embedder.price_per_mtok)"
-        log.info(
-            "embedding %d chunks not in the cache with %s: about %d tokens, %s", len(texts), self.model, tokens, shown
-        )
-        if self.max_cost_usd is not None and cost is not None and cost > self.max_cost_usd:
-            raise InputError(
-                f"model.embedder.max_cost_usd={self.max_cost_usd}: embedding {len(texts)} uncached chunks with "
-                f"{self.model} is estimated at ${cost:.4f} ({tokens} tokens at ${self.price_per_mtok}/M); nothing was sent"
-            )
-        if self.max_cost_usd is not None and cost is None:
-            raise InputError(
-                "model.embedder.max_cost_usd is set but model.embedder.price_per_mtok is not: no estimate to check"
-            )
+        estimate = Usage(sum(estimated_tokens(text) for text in texts))
+        self.endpoint.refuse_above_cap(estimate, f"embedding {len(texts)} uncached chunks with {self.model}")
 
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode(texts, "tokens", "requests")
@@ -194,7 +107,7 @@ class OpenAIEmbedder(Endpoint, Embedder):
             "embed/requests": float(counts["requests"]),
             "embed/query_tokens": float(counts["query_tokens"]),
             "embed/query_requests": float(counts["query_requests"]),
-            "embed/retries": float(self._attempts - counts["requests"] - counts["query_requests"]),
+            "embed/retries": float(self.endpoint.retries),
         }
         if self.price_per_mtok is not None:
             stats["cost/embed_usd"] = counts["tokens"] * self.price_per_mtok / 1e6
@@ -205,8 +118,7 @@ class OpenAIEmbedder(Endpoint, Embedder):
         if not texts:
             return np.empty((0, self._width or 0), dtype=np.float32)
         batches = list(self._batches(texts))
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(batches))) as pool:
-            answers = list(pool.map(self._request, batches))
+        answers = self.endpoint.map(self._request, batches)
         with self._lock:
             self._counts[requests] += len(answers)
             self._counts[tokens] += sum(used for _, used in answers)
@@ -227,14 +139,12 @@ class OpenAIEmbedder(Endpoint, Embedder):
     def _request(self, batch: list[str]) -> tuple[np.ndarray, int]:
         """One batch's unit vectors, checked, and the tokens the server counted (estimated if it did not say)."""
         options = {"dimensions": self.dimensions} if self.dimensions is not None else {}
-        answer = self._call(
-            lambda: self.client.embeddings.create(model=self.model, input=batch, encoding_format="float", **options),
+        sent = self.endpoint.send(
+            lambda client: client.embeddings.create(model=self.model, input=batch, encoding_format="float", **options),
             "/embeddings",
+            Usage(sum(estimated_tokens(text) for text in batch)),
         )
-        vectors = self._checked(answer, len(batch))
-        usage = getattr(answer, "usage", None)
-        used = getattr(usage, "prompt_tokens", None)
-        return vectors, int(used) if used is not None else sum(estimated_tokens(text) for text in batch)
+        return self._checked(sent.answer, len(batch)), sent.usage.prompt_tokens
 
     def _checked(self, answer: Any, expected: int) -> np.ndarray:
         where = f"model.embedder: {self.base_url or 'OpenAI'} ({self.model})"
@@ -269,13 +179,13 @@ class OpenAIEmbedder(Endpoint, Embedder):
 
 
 @checked("reranker")
-class APIReranker(Endpoint, Reranker):
+class APIReranker(Reranker):
     """Scores (question, chunk) pairs of the top `candidates` hits at a `/rerank` endpoint (Cohere,
     Jina, vLLM, infinity: `{model, query, documents, top_n}` → `results[{index, relevance_score}]`);
     only those are returned, best first, as `reranker=cross_encoder` does with a local model.
-    `rerank/requests`, `rerank/retries` and, when the server counts them, `rerank/tokens`."""
-
-    KEY = "reranker"
+    `rerank/requests`, `rerank/retries`, `rerank/tokens` when the server counts them, and
+    `cost/rerank_usd` when `price_per_mtok` (US$ per million tokens sent) is set; `max_cost_usd`
+    stops the run before a request would take the cost above it."""
 
     def __init__(
         self,
@@ -285,37 +195,48 @@ class APIReranker(Endpoint, Reranker):
         candidates: Annotated[int, Range(1)] = 100,
         timeout: Annotated[float, Range(0.001)] = 60.0,
         max_retries: Annotated[int, Range(0, 20)] = 5,
+        price_per_mtok: Annotated[float | None, Range(0)] = None,
+        max_cost_usd: Annotated[float | None, Range(0)] = None,
     ) -> None:
-        self.model, self.base_url, self.api_key_env, self.candidates = model, base_url, api_key_env, candidates
-        self.timeout, self.max_retries = timeout, max_retries
-        self._open()
-        self._requests = self._tokens = 0
+        self.model, self.base_url, self.candidates = model, base_url, candidates
+        self.endpoint = ModelClient(
+            settings="reranker",
+            model=model,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            timeout=timeout,
+            max_retries=max_retries,
+            price_per_mtok=price_per_mtok,
+            max_cost_usd=max_cost_usd,
+        )
+        self._counted_tokens = 0
 
     def build(self, texts: Sequence[str]) -> None:
         self.texts = list(texts)
-        self.client  # noqa: B018 (opened now, not during the first question's clock)
+        self.endpoint.client  # noqa: B018 (opened now, not during the first question's clock)
 
     def rerank(self, query: str, hits: Hits, search: SearchUnderFilter) -> Hits:
         top = hits[: self.candidates]
         if not len(top):
             return top
-        body = {
-            "model": self.model,
-            "query": query,
-            "documents": [self.texts[i] for i in top.ids.tolist()],
-            "top_n": len(top),
-        }
-        answer = self._call(lambda: self.client.post("/rerank", cast_to=object, body=body), "/rerank")
-        scores = self._checked(answer, len(top))
-        with self._lock:
-            self._requests += 1
-            self._tokens += int((answer.get("usage") or {}).get("total_tokens") or 0)
+        documents = [self.texts[i] for i in top.ids.tolist()]
+        body = {"model": self.model, "query": query, "documents": documents, "top_n": len(top)}
+        estimate = Usage(sum(estimated_tokens(query) + estimated_tokens(document) for document in documents))
+        sent = self.endpoint.send(lambda client: client.post("/rerank", cast_to=object, body=body), "/rerank", estimate)
+        if sent.counted:
+            self._counted_tokens += sent.usage.prompt_tokens
+        scores = self._checked(sent.answer, len(top))
+        self.endpoint.raise_if_over_cap()
         order = np.argsort(-scores, kind="stable")  # equal scores keep the retriever's order
         return Hits(scores[order], top.ids[order])
 
     def stats(self) -> dict[str, float]:
-        stats = {"rerank/requests": float(self._requests), "rerank/retries": float(self._attempts - self._requests)}
-        return stats | ({"rerank/tokens": float(self._tokens)} if self._tokens else {})
+        stats = {"rerank/requests": float(self.endpoint.answered), "rerank/retries": float(self.endpoint.retries)}
+        if self._counted_tokens:
+            stats["rerank/tokens"] = float(self._counted_tokens)
+        if self.endpoint.price_per_mtok is not None:
+            stats["cost/rerank_usd"] = self.endpoint.spent_usd
+        return stats
 
     def _checked(self, answer: Any, expected: int) -> np.ndarray:
         """One finite score per document, each index once."""
@@ -348,8 +269,3 @@ def list_price(model: str) -> float | None:
 
     prices = yaml.safe_load(resources.files("sweep.data").joinpath("embedding_prices.yaml").read_text())
     return prices.get(model)
-
-
-def estimated_tokens(text: str) -> int:
-    """Tokens a text is estimated to cost before a server counts them: characters / 4, at least 1."""
-    return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
