@@ -1,7 +1,9 @@
-"""`model=hybrid`: real member retrievers over the same chunks, fused per question, each member's
-own hits kept for its metrics."""
+"""`model=hybrid`: real member retrievers over the same chunks, fused per question, each member a
+part of the retriever whose own hits the pipeline ranks and keeps for its metrics."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -9,12 +11,14 @@ import pytest
 from helpers.commands import compose_config
 from sweep.errors import InputError
 from sweep.experiment.trial import build_pipeline, check_settings
+from sweep.retrieval.base import Hits
 from sweep.retrieval.chunking import TokenChunker
 from sweep.retrieval.filters import PreFilter
 from sweep.retrieval.fusion import fuse
 from sweep.retrieval.hybrid import HybridRetriever
 from sweep.retrieval.lexical import BM25Retriever, TfidfRetriever
 from sweep.retrieval.pipeline import Pipeline
+from sweep.tracking.legacy import current_targets
 
 
 def hybrid(**settings) -> HybridRetriever:
@@ -30,6 +34,14 @@ def doc_rankings(retrieval) -> dict[str, list[str]]:
     return {qid: [doc for doc, _ in ranking] for qid, ranking in retrieval.results.rankings().items()}
 
 
+def member_hits(retrieval, member: str, qid: str) -> Hits:
+    """A member's chunk hits for a question, back from the part's rows to chunk ids and scores."""
+    position = {(c.doc_id, c.start, c.end): i for i, c in enumerate(retrieval.chunks)}
+    rows = retrieval.parts[member].hits[qid]
+    ids = [position[doc, start, end] for doc, start, end, _ in rows]
+    return Hits(np.array([row[3] for row in rows], dtype=np.float64), np.array(ids, dtype=np.int64))
+
+
 @pytest.mark.parametrize(("weight", "alone"), [(1.0, BM25Retriever), (0.0, TfidfRetriever)])
 @pytest.mark.parametrize(("fusion", "norm"), [("convex", "min-max"), ("convex", "z"), ("rrf", "none")])
 def test_weight_one_or_zero_is_one_member_alone(small_kb, weight, alone, fusion, norm):
@@ -41,33 +53,43 @@ def test_both_members_shape_the_fused_ranking_and_each_keeps_its_own_hits(small_
     fused = retrieve(small_kb, hybrid(weight=0.5))
     bm25, tfidf = retrieve(small_kb, BM25Retriever()), retrieve(small_kb, TfidfRetriever())
     assert doc_rankings(fused) != doc_rankings(bm25) and doc_rankings(fused) != doc_rankings(tfidf)
-    members = fused.member_results
-    assert set(members) == {"bm25", "tfidf"}
-    assert members["bm25"].rankings() == bm25.results.rankings()  # 28 chunks: all within `candidates`
-    assert members["tfidf"].rankings() == tfidf.results.rankings()
-    for qid, hits in fused.members.items():  # the fused list is the fusion of exactly these hits
-        expected = fuse([hits["bm25"], hits["tfidf"]], "convex", "min-max", [0.5, 0.5])[:10]
+    parts = fused.parts
+    assert list(parts) == ["bm25", "tfidf"]
+    assert parts["bm25"].results.rankings() == bm25.results.rankings()  # 28 chunks: all within `candidates`
+    assert parts["tfidf"].results.rankings() == tfidf.results.rankings()
+    assert list(parts["bm25"].hits) == list(parts["tfidf"].hits) == list(fused.contexts)  # every question
+    for qid in fused.contexts:  # the fused list is the fusion of exactly these hits
+        lists = [member_hits(fused, "bm25", qid), member_hits(fused, "tfidf", qid)]
+        expected = fuse(lists, "convex", "min-max", [0.5, 0.5])[:10]
         assert [i for i, _ in fused.contexts[qid]] == expected.ids.tolist(), qid
-    table = fused.member_hits()
-    some_qid = next(iter(table))
+        np.testing.assert_allclose([score for _, score in fused.contexts[qid]], expected.scores, rtol=0, atol=1e-6)
+    some_qid = next(iter(fused.contexts))
     top = bm25.delivered_chunks()[some_qid][0]  # the same chunk, in the evidence's coordinates
-    assert table[some_qid]["bm25"][0] == [top["doc"], top["start"], top["end"], top["score"]]
+    assert parts["bm25"].hits[some_qid][0] == [top["doc"], top["start"], top["end"], top["score"]]
+    by_question = fused.parts_by_question()
+    assert list(by_question) == list(fused.contexts)
+    assert all(list(members) == ["bm25", "tfidf"] for members in by_question.values())
+    assert by_question[some_qid]["tfidf"] is parts["tfidf"].hits[some_qid]
+
+
+def test_a_retriever_without_parts_has_none(small_kb):
+    plain = retrieve(small_kb, BM25Retriever())
+    assert plain.parts == {} and plain.parts_by_question() == {}
 
 
 def test_members_search_under_the_question_s_filter(small_kb):
     corpus, _ = small_kb
     it_only = PreFilter(where={"department": "IT"})
     fused = retrieve(small_kb, hybrid(fusion="rrf"), filter=it_only)
-    for members in fused.members.values():
-        for hits in members.values():
-            chunks = [fused.chunks[i] for i in hits.ids.tolist()]
-            assert all(corpus.by_id[c.doc_id].metadata["department"] == "IT" for c in chunks)
+    for part in fused.parts.values():
+        for rows in part.hits.values():
+            assert all(corpus.by_id[doc].metadata["department"] == "IT" for doc, *_ in rows)
     assert all(corpus.by_id[d].metadata["department"] == "IT" for docs in doc_rankings(fused).values() for d in docs)
 
 
 def test_candidates_caps_what_each_member_contributes(small_kb):
     fused = retrieve(small_kb, hybrid(candidates=3))
-    assert all(len(hits) <= 3 for members in fused.members.values() for hits in members.values())
+    assert all(len(rows) <= 3 for part in fused.parts.values() for rows in part.hits.values())
     assert all(len(docs) <= 6 for docs in doc_rankings(fused).values())
 
 
@@ -115,3 +137,13 @@ def test_the_config_composes_members_from_the_model_group():
     np.testing.assert_allclose(retriever.weights, [1 / 3] * 3)  # convex, no weight given: equal shares
     with pytest.raises(InputError, match=r"model.members.bm25.k1=-1: must be a number >= 0"):
         check_settings(compose_config("model=hybrid", "model.members.bm25.k1=-1"))
+
+
+@pytest.mark.parametrize("target", ["sweep.rerank.HybridReranker", "sweep.retrieval.rerank.HybridReranker"])
+def test_a_stored_config_with_the_removed_hybrid_reranker_names_its_replacement(target):
+    """A run logged with `reranker=hybrid` (before the subpackages or after) is read as ever, but
+    its config cannot be rebuilt (`sweep.best`): one line says what does its job now."""
+    stored = {"model": {"_target_": "sweep.lexical.BM25Retriever"}, "reranker": {"_target_": target, "k": 60}}
+    message = f"reranker=hybrid was removed: use model=hybrid model.fusion=rrf (the run's config names {target})"
+    with pytest.raises(InputError, match=f"^{re.escape(message)}$"):
+        current_targets(stored)

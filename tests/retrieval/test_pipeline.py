@@ -1,4 +1,5 @@
-"""One real retrieval run on a slice of the bundled knowledge base: MiniLM, FAISS, BM25, metrics."""
+"""One real retrieval run on a slice of the bundled knowledge base: MiniLM, FAISS, BM25, metrics;
+a retriever's parts answered beside it."""
 
 from __future__ import annotations
 
@@ -115,3 +116,34 @@ def test_min_score_abstains_and_bm25_runs_through_the_same_pipeline(small_kb, tm
     assert score(golden, silent.results, ["abstain/correct_rate"]).mean["abstain/correct_rate"] == 1.0
     silent.results.to_trec(tmp_path / "silent.trec")  # an empty run is still a run file
     assert (tmp_path / "silent.trec").read_text() == ""
+
+
+class BM25WithParts(BM25Retriever):
+    """BM25 whose parts are its own top 2 hits and a part that never finds anything: the pipeline
+    knows parts by name only, whatever retriever has them."""
+
+    def search(self, queries, k, allowed=None, exact=False):
+        scores, ids = super().search(queries, k, allowed, exact)
+        self.top2 = {
+            query: Hits.first(scores[row : row + 1], ids[row : row + 1])[:2] for row, query in enumerate(queries)
+        }
+        return scores, ids
+
+    def part_hits(self, query: str) -> dict[str, Hits]:
+        return {"top2": self.top2[query], "nothing": Hits.empty()}
+
+
+def test_a_retriever_s_parts_are_ranked_and_kept_beside_it(small_kb):
+    corpus, golden = small_kb
+    retrieval = Pipeline(TokenChunker(0), BM25WithParts()).retrieve(corpus, golden)  # a chunk is a document
+    assert list(retrieval.parts) == ["top2", "nothing"]
+    top2, nothing = retrieval.parts["top2"], retrieval.parts["nothing"]
+    whole = retrieval.results.rankings()
+    assert top2.results.rankings() == {qid: ranking[:2] for qid, ranking in whole.items()}
+    assert list(top2.hits) == list(nothing.hits) == [question.id for question in golden]
+    for qid, rows in top2.hits.items():
+        assert [
+            [hit["doc"], hit["start"], hit["end"], hit["score"]] for hit in retrieval.delivered_chunks()[qid][:2]
+        ] == rows
+    assert len(nothing.results.frame) == 0 and all(rows == [] for rows in nothing.hits.values())
+    assert retrieval.parts_by_question() == {qid: {"top2": rows, "nothing": []} for qid, rows in top2.hits.items()}

@@ -234,10 +234,10 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
         timings = {"time/metrics_s": metrics_s, "time/context_metrics_s": time.perf_counter() - start}
         tracking.log_stats(retrieval.stats | timings)
         tracking.log_evaluation(evaluation)
-        for member, results in retrieval.member_results.items():
-            tracking.log_member_evaluation(member, score(golden, results))
-        if retrieval.members:
-            tracking.log_member_hits(retrieval.member_hits())
+        for part, answers in retrieval.parts.items():
+            tracking.log_member_evaluation(part, score(golden, answers.results))
+        if retrieval.parts:
+            tracking.log_member_hits(retrieval.parts_by_question())
         tracking.log_plots(evaluation)
         calibration = calibrate(evaluation, cfg.abstain.calibrate_on)
         if calibration is not None:

@@ -55,9 +55,11 @@ class Retriever(ABC):
         rather than spent (the pipeline adds them to its latency); 0 when everything was done."""
         return 0.0
 
-    def member_hits(self, query: str) -> dict[str, Hits]:
-        """What each part of a composite retriever (`sweep.retrieval.hybrid`) found in its last
-        search for `query`, by part name, best first; {} for a retriever of one part."""
+    def part_hits(self, query: str) -> dict[str, Hits]:
+        """What each of this retriever's parts found in its last search for `query`, by part name,
+        best first; {} for a retriever without parts. A part is a retriever inside this one whose
+        own answers are worth scoring beside the whole's (a hybrid's members): the pipeline ranks
+        and scores each part's hits as it does the whole retriever's (`Retrieval.parts`)."""
         return {}
 
     def stats(self) -> dict[str, float]:

@@ -13,8 +13,9 @@ Composed in `conf/model/hybrid.yaml` from the model group's own options, one per
 Each member searches its top `candidates` chunks under the question's filter; `sweep.retrieval.fusion`
 normalises and combines them. A member with weight 0 is still built and searched (its own metrics
 are logged) but adds no candidates, so weight 0 and weight 1 are exactly the other member alone.
-What each member returned for the last search of a question stays readable (`member_hits`) for
-the run's `member/<name>/...` metrics and `tables/member_hits.json`.
+The members are the retriever's parts (`Retriever.part_hits`): what each returned in the last
+search of a question stays readable, and the pipeline scores it as the member's own answer (the
+run's `member/<name>/...` metrics and `tables/member_hits.json`).
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ class HybridRetriever(Retriever):
             scores[row, : len(fused)], ids[row, : len(fused)] = fused.scores, fused.ids
         return scores, ids
 
-    def member_hits(self, query: str) -> dict[str, Hits]:
+    def part_hits(self, query: str) -> dict[str, Hits]:
         return self._last.get(query, {})
 
     def attach_metadata(self, metadata: Sequence[Mapping[str, Any]]) -> None:

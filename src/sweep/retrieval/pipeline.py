@@ -7,8 +7,9 @@ the top score is below `min_score` the system answers nothing, which is right fo
 unanswerable questions. With `ignore_identical_ids`, a question's hits in a chunk of the
 document whose id is the question's own are dropped before anything is ranked or scored (BEIR's
 rule for sets whose questions are documents of the corpus: ArguAna, Quora).
-A hybrid retriever's members' own hits are kept beside the fused ones (`Retrieval.members`,
-`Retrieval.member_results`), so each member is scored on the same questions.
+A retriever's parts (`Retriever.part_hits`) are answered beside it: each part's hits of every
+question are ranked as the retriever's are (`Retrieval.parts`), so each part is scored on the
+same questions and the same filter.
 The answers that are scored come from the batch path: every question encoded in batches
 first (`Retriever.prepare_queries`), then searched one after another; its wall time gives
 `throughput/questions_per_s`. Latency is measured apart, as a live system would see it: a
@@ -101,6 +102,17 @@ class Answer:
     rerank_s: float
 
 
+@dataclass(frozen=True)
+class PartRetrieval:
+    """One part of the retriever answering on its own (`Retriever.part_hits`)."""
+
+    results: Run  # its documents for each question it found any for, ranked as `Retrieval.results` are
+    # each question -> every chunk hit the part gave, best first, with its own score, as
+    # [doc, start, end, score] (`results` are these less the question's own document under
+    # `ignore_identical_ids`, collapsed to documents)
+    hits: dict[str, list[list[object]]]
+
+
 @dataclass
 class Retrieval:
     """What a pipeline returned for every question, the chunks it searched, and what it measured
@@ -110,23 +122,16 @@ class Retrieval:
     chunks: list[Chunk]
     stats: dict[str, float]
     contexts: dict[str, list[tuple[int, float]]]  # every qid -> its top (chunk position, score); [] abstained
-    members: dict[str, dict[str, Hits]] = field(default_factory=dict)  # qid -> a hybrid's member -> its hits
-    member_results: dict[str, Run] = field(default_factory=dict)  # a hybrid's member -> its own results
+    parts: dict[str, PartRetrieval] = field(default_factory=dict)  # the retriever's parts by name; {}: none
 
-    def member_hits(self) -> dict[str, dict[str, list[list[object]]]]:
-        """Each question's hits from each member, best first, as `[doc, start, end, score]`: every
-        candidate the fusion saw, with the member's own score (`member_results` are these with
-        the question's own document dropped, under `ignore_identical_ids`)."""
-        return {
-            qid: {
-                name: [
-                    [self.chunks[i].doc_id, self.chunks[i].start, self.chunks[i].end, score]
-                    for i, score in zip(h.ids.tolist(), h.scores.tolist())
-                ]
-                for name, h in hits.items()
-            }
-            for qid, hits in self.members.items()
-        }
+    def parts_by_question(self) -> dict[str, dict[str, list[list[object]]]]:
+        """The parts' chunk hits turned around: `{qid: {part: [[doc, start, end, score], ...]}}`,
+        the parts in the retriever's order."""
+        by_question: dict[str, dict[str, list[list[object]]]] = {}
+        for part, answers in self.parts.items():
+            for qid, rows in answers.hits.items():
+                by_question.setdefault(qid, {})[part] = rows
+        return by_question
 
     def delivered_chunks(self) -> dict[str, list[dict[str, object]]]:
         """Each question's top chunks, best first, as `{"doc", "start", "end", "score"}` (offsets
@@ -138,6 +143,33 @@ class Retrieval:
                 for i, score in hits
             ]
             for qid, hits in self.contexts.items()
+        }
+
+
+class PartAnswers:
+    """The retriever's parts' hits, question by question, gathered into a `PartRetrieval` each."""
+
+    def __init__(self, chunks: Sequence[Chunk], depth: int, doc_ids: np.ndarray | None) -> None:
+        self.chunks, self.depth, self.doc_ids = chunks, depth, doc_ids
+        self.rankings: dict[str, dict[str, list[tuple[str, float]]]] = {}  # part -> qid -> its documents
+        self.hits: dict[str, dict[str, list[list[object]]]] = {}  # part -> qid -> its chunk hits as rows
+
+    def add(self, qid: str, part_hits: dict[str, Hits]) -> None:
+        """Each part's hits for the question `qid` (`Retriever.part_hits`)."""
+        for part, hits in part_hits.items():
+            self.hits.setdefault(part, {})[qid] = [
+                [self.chunks[i].doc_id, self.chunks[i].start, self.chunks[i].end, score]
+                for i, score in zip(hits.ids.tolist(), hits.scores.tolist())
+            ]
+            if self.doc_ids is not None:
+                hits = without_document(hits, self.doc_ids, qid)
+            if ranking := collapse_to_documents(hits, self.chunks, self.depth):
+                self.rankings.setdefault(part, {})[qid] = ranking
+
+    def retrievals(self) -> dict[str, PartRetrieval]:
+        return {
+            part: PartRetrieval(Run.from_ranked(self.rankings.get(part, {}), part), hits)
+            for part, hits in self.hits.items()
         }
 
 
@@ -172,19 +204,13 @@ class Pipeline:
         searching = time.perf_counter()
         rankings: dict[str, list[tuple[str, float]]] = {}
         contexts: dict[str, list[tuple[int, float]]] = {}
-        members: dict[str, dict[str, Hits]] = {}
-        member_rankings: dict[str, dict[str, list[tuple[str, float]]]] = {}
         restricted: list[tuple[Restriction, int]] = []
         doc_ids = np.array([c.doc_id for c in chunks], dtype=object) if self.ignore_identical_ids else None
+        parts = PartAnswers(chunks, self.depth, doc_ids)
         for question in progress_bar(golden, desc="searching", unit="question"):
             answer = self._answer(question, chunks, doc_ids)
             rerank_s += answer.rerank_s
-            members[question.id] = self.retriever.member_hits(question.question)  # {} unless a hybrid
-            for member, member_hits in members[question.id].items():
-                if doc_ids is not None:
-                    member_hits = without_document(member_hits, doc_ids, question.id)
-                if member_ranking := collapse_to_documents(member_hits, chunks, self.depth):
-                    member_rankings.setdefault(member, {})[question.id] = member_ranking
+            parts.add(question.id, self.retriever.part_hits(question.question))
             if answer.restriction is not None:
                 restricted.append((answer.restriction, answer.found))
             ranking, hits = answer.ranking, answer.hits
@@ -206,19 +232,12 @@ class Pipeline:
             **{f"latency/search_ms_p{q}": float(np.percentile(latencies, q)) for q in (50, 95, 99)},
             "corpus/chunks": float(len(chunks)),
         }
-        return Retrieval(
-            Run.from_ranked(rankings, name),
-            chunks,
-            stats,
-            contexts,
-            {qid: hits for qid, hits in members.items() if hits},
-            {member: Run.from_ranked(ranked, member) for member, ranked in member_rankings.items()},
-        )
+        return Retrieval(Run.from_ranked(rankings, name), chunks, stats, contexts, parts.retrievals())
 
     def _answer(self, question: Question, chunks: Sequence[Chunk], doc_ids: np.ndarray | None) -> Answer:
         """One question's whole path: filter + search, rerank, documents."""
         restriction = self.filter.restriction(question)
-        # any retriever's hits for this question, under its filter and depth (hybrid asks BM25's)
+        # any retriever's hits for this question, under its filter and depth
         search = partial(self.filter.search, query=question.question, k=self.chunk_depth, restriction=restriction)
         hits = search(self.retriever)
         found = len(hits)

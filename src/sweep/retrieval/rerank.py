@@ -1,11 +1,9 @@
 """Rerankers: reorder one question's chunk hits before they collapse to documents.
 
 `none` (`NoReranker`) keeps the retriever's order; `cross_encoder` scores (question, chunk)
-pairs of the top `candidates` hits with a local sentence-transformers CrossEncoder;
-`hybrid` fuses the retriever's ranking with BM25's over the same chunks, under the same
-filter, by reciprocal-rank fusion (`model=hybrid` is the general form: any members, any
-fusion). The reranker's score becomes the hit's score, so it is the one `abstain.min_score`
-and the abstention calibration threshold.
+pairs of the top `candidates` hits with a local sentence-transformers CrossEncoder. The
+reranker's score becomes the hit's score, so it is the one `abstain.min_score` and the
+abstention calibration threshold. Fusing rankings is a retriever's job (`model=hybrid`).
 """
 
 from __future__ import annotations
@@ -20,8 +18,6 @@ import numpy as np
 
 from sweep.errors import InputError
 from sweep.retrieval.base import Hits, Retriever
-from sweep.retrieval.fusion import fuse
-from sweep.retrieval.lexical import BM25Retriever
 from sweep.settings import Range, checked
 
 SearchUnderFilter = Callable[[Retriever], Hits]  # another retriever, same question, same filter and depth
@@ -96,23 +92,3 @@ class CrossEncoderReranker(Reranker):
         scores = np.asarray(scores, dtype=np.float32)
         order = np.argsort(-scores, kind="stable")  # equal scores keep the retriever's order
         return Hits(scores[order], top.ids[order])
-
-
-@checked("reranker")
-@dataclass
-class HybridReranker(Reranker):
-    """The retriever's hits and BM25's, fused by reciprocal rank: sum of weight / (k + rank). The
-    same fusion as `model=hybrid model.fusion=rrf` with the model and BM25 as members, over all
-    `chunk_depth` hits of each rather than `candidates`; a chunk only a zero-weight side returned
-    is left out."""
-
-    k: Annotated[float, Range(0)] = 60.0
-    dense_weight: Annotated[float, Range(0)] = 1.0
-    bm25_weight: Annotated[float, Range(0)] = 1.0
-
-    def build(self, texts: Sequence[str]) -> None:
-        self.bm25 = BM25Retriever()
-        self.bm25.build(texts)
-
-    def rerank(self, query: str, hits: Hits, search: SearchUnderFilter) -> Hits:
-        return fuse([hits, search(self.bm25)], "rrf", weights=[self.dense_weight, self.bm25_weight], k=self.k)

@@ -12,12 +12,17 @@ the local embedder's prompts, truncation and normalisation, `golden.ignore_ident
 each one's value that does what the run did without it (BM25 without stemming, no context), so
 `sweep.best` rebuilds what was measured; `legacy_targets` leaves a setting out where it has that
 value, so the digest still matches the old run's, and keeps it where it has another (a new combination).
+
+A config that names the hybrid reranker, since removed, cannot be rebuilt: `current_targets`
+says in one line what does its job now.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from sweep.errors import InputError
 
 # the modules as 474223c named them -> the module that holds their classes now
 LEGACY_MODULES = {
@@ -42,6 +47,9 @@ LEGACY_MODULES = {
 LEGACY_CLASSES = {
     "sweep.embed.EmbeddingCache": "sweep.retrieval.cache.EmbeddingCache",
 }
+# `reranker=hybrid` is gone: the `_target_`s runs logged for it (before and after the subpackages)
+HYBRID_RERANKER_REMOVED = "reranker=hybrid was removed: use model=hybrid model.fusion=rrf"
+HYBRID_RERANKER_TARGETS = ("sweep.rerank.HybridReranker", "sweep.retrieval.rerank.HybridReranker")
 # settings added since those runs: current target -> {setting: the value that does what the runs did without it}
 _CHUNKERS = ("TokenChunker", "RecursiveChunker", "SentenceChunker", "SemanticChunker")
 ADDED_SETTINGS: dict[str, dict[str, Any]] = {
@@ -62,7 +70,10 @@ _CURRENT_CLASSES = {current: legacy for legacy, current in LEGACY_CLASSES.items(
 
 
 def current_target(target: str) -> str:
-    """A `_target_` as a run logged before the subpackages wrote it, as it reads now; any other unchanged."""
+    """A `_target_` as a run logged before the subpackages wrote it, as it reads now; any other
+    unchanged; one whose option was removed is an `InputError` that names the replacement."""
+    if target in HYBRID_RERANKER_TARGETS:
+        raise InputError(f"{HYBRID_RERANKER_REMOVED} (the run's config names {target})")
     if target in LEGACY_CLASSES:
         return LEGACY_CLASSES[target]
     module, _, name = target.rpartition(".")
