@@ -1,4 +1,4 @@
-"""`python -m sweep.label GOLDEN --corpus CORPUS [--pool QUEUE] [--port N]`: a local web app to grow a golden set.
+"""`python -m sweep.label GOLDEN --corpus CORPUS [--pool QUEUE] [--port N] [--labeller NAME]`: a local web app to grow a golden set.
 
 Serves http://127.0.0.1:PORT/ (this machine only; `--port 0` picks a free port) with Flask
 (`sweep.labelling.app`): add and edit questions (text, type, filters), mark a question
@@ -6,7 +6,8 @@ unanswerable, grade documents 0 / 1 / 2 (buttons, or keys), see each pooled cand
 the chunk a run retrieved highlighted, search the corpus for a document the pool missed, select
 text in a document to record it as evidence, and watch the progress. `--pool` is a queue written
 by `sweep.pool`; without `--corpus` the queue's corpus is used. GOLDEN is a JSON Lines file; it
-is created with the first question. Every change is saved atomically before the page hears
+is created with the first question. Every grade given or changed records who gave it
+(`--labeller`, by default the user name this runs as) and when, in UTC. Every change is saved atomically before the page hears
 "saved", and a change made on a question another tab has changed since is refused
 (`sweep.labelling.store`); what each change means in the file: `sweep.labelling.changes`.
 
@@ -17,6 +18,7 @@ queue, a port in use) is one `error:` line and exit code 2, and nothing is writt
 from __future__ import annotations
 
 import argparse
+import getpass
 import logging
 import sys
 from collections.abc import Sequence
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from sweep.errors import InputError, exit_2_on_bad_input
 from sweep.formats.corpus import load_corpus
+from sweep.formats.provenance import LLM
 from sweep.labelling.app import create_app, server
 from sweep.labelling.queue import Queue, load_queue, queue_corpus
 from sweep.labelling.store import open_golden
@@ -44,7 +47,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help="port on 127.0.0.1 (default %(default)s; 0: any)"
     )
+    parser.add_argument(
+        "--labeller", metavar="NAME", help="who grades: recorded with each grade (default: your user name)"
+    )
     return parser
+
+
+def labeller(name: str | None) -> str:
+    """The person grading: `name`, else the user name this process runs as."""
+    if name is None:
+        try:
+            name = getpass.getuser()
+        except (KeyError, OSError):  # no login name and no passwd entry (a bare container)
+            raise InputError("no user name to record with the grades: give --labeller NAME") from None
+    if not name.strip() or name.startswith(LLM):
+        raise InputError(f"--labeller {name!r}: expected a person's name, recorded as 'by' with each grade")
+    return name.strip()
 
 
 @exit_2_on_bad_input
@@ -54,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     if not 0 <= args.port <= 65535:
         raise InputError(f"--port {args.port}: expected 0 to 65535")
+    person = labeller(args.labeller)
     pool = Path(args.pool) if args.pool else None
     if pool is not None and not pool.is_file():
         raise InputError(f"--pool {pool}: no such file")
@@ -63,9 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     corpus = load_corpus(source, ids=args.corpus_ids or ids)
     golden_file = open_golden(Path(args.golden), corpus)
     queue = load_queue(pool, corpus) if pool is not None else Queue()
-    serving = server(create_app(golden_file, queue), args.port)
+    serving = server(create_app(golden_file, queue, person), args.port)
     print(
-        f"Labelling {golden_file.path} at http://127.0.0.1:{serving.server_address[1]}/ "
+        f"Labelling {golden_file.path} as {person} at http://127.0.0.1:{serving.server_address[1]}/ "
         "(every change is saved at once; Ctrl+C stops)",
         flush=True,
     )

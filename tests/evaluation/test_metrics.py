@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,6 +15,8 @@ import pytest
 from helpers.data import golden_of, ranked
 from sweep.errors import InputError
 from sweep.evaluation import ABSTAIN_CORRECT, ABSTAIN_FALSE, Metric, score
+from sweep.evaluation.context import CONTEXT_N, ContextScores
+from sweep.formats.golden import load_golden
 from sweep.formats.runs import Run
 
 
@@ -189,3 +194,87 @@ def test_holes_in_the_golden_set_are_named_with_how_many_questions_they_touch(ca
     caplog.clear()
     warn_about_holes(evaluation, floor=0.3)
     assert caplog.text == ""
+
+
+# ---------------------------------------------------------------- provenance: pending questions, sources
+
+
+def with_provenance(golden, sources=None, statuses=None):
+    """`golden` with some questions' source and status set ({qid: value})."""
+    sources, statuses = sources or {}, statuses or {}
+    return replace(
+        golden,
+        questions=tuple(
+            replace(q, source=sources.get(q.id, q.source), status=statuses.get(q.id, q.status)) for q in golden
+        ),
+    )
+
+
+def test_pending_questions_are_not_scored_and_one_warning_counts_them(caplog):
+    golden = with_provenance(
+        golden_of({"a": {"x": 1}, "b": {"y": 1}, "c": {"z": 1}}), statuses={"b": "pending", "c": "pending"}
+    )
+    run = ranked({"a": ["x"], "b": ["y"], "c": ["q", "z"]})  # the pending questions' rankings are kept, for pooling
+    with caplog.at_level(logging.WARNING):
+        evaluation = score(golden, run, ["mrr"])
+        again = score(golden, run.restrict(["a", "b"]), ["mrr"])  # a hybrid's member, scored on the same set
+    assert evaluation.per_query.index.tolist() == ["a"] and evaluation.mean["mrr"] == 1.0
+    assert [q.id for q in evaluation.golden] == ["a"] and again.per_query.index.tolist() == ["a"]
+    assert [r.message for r in caplog.records] == [
+        "<memory>: 2 of 3 questions are pending review (status: pending) and are not scored until a person reviews them"
+    ]  # and no word of the pending questions' rankings as queries the golden set lacks
+    with pytest.raises(InputError, match=r"<memory>: every question is pending review"):
+        score(with_provenance(golden, statuses={"a": "pending"}), run)
+
+
+def test_context_scored_on_pending_questions_is_left_out():
+    golden = with_provenance(golden_of({"a": {"x": 1}, "b": {"y": 1}}), statuses={"b": "pending"})
+    evaluation = score(golden, ranked({"a": ["x"], "b": ["y"]}), ["mrr"])
+    recall = "context/recall_at_5"
+    context = ContextScores(pd.DataFrame({recall: [0.5, 1.0]}, index=["a", "b"]), {"a": "d: text", "b": ""}, (5,))
+    with_context = evaluation.with_context(context)
+    assert with_context.per_query[recall].to_dict() == {"a": 0.5}
+    assert with_context.mean[recall] == 0.5 and with_context.mean[CONTEXT_N] == 1.0
+    assert dict(with_context.context.missing) == {"a": "d: text"}
+
+
+def test_every_metric_splits_by_source_once_there_are_two():
+    types = {"h1": "t1", "h2": "t2", "s1": "t1", "u": "none"}
+    golden = golden_of({"h1": {"x": 1}, "h2": {"y": 1}, "s1": {"z": 1}, "u": {}}, types=types)
+    run = ranked({"h1": ["x"], "h2": ["q", "y"], "s1": ["q"], "u": ["w"]})
+    human_only = score(golden, run, ["mrr"])
+    assert human_only.source_means() == {}  # one source: no split, and the per-type means as before
+    two = score(with_provenance(golden, sources={"s1": "synthetic"}), run, ["mrr"])
+    assert two.type_means() == human_only.type_means()
+    assert two.source_means() == {
+        "source/human/n": 3, "source/human/mrr": 0.75, "source/synthetic/n": 1, "source/synthetic/mrr": 0.0
+    }  # fmt: skip
+    abstention = score(with_provenance(golden, sources={"s1": "synthetic"}), run, ["mrr", ABSTAIN_CORRECT])
+    assert abstention.source_means()[f"source/human/{ABSTAIN_CORRECT}"] == 0.0  # "u" got something
+    assert f"source/synthetic/{ABSTAIN_CORRECT}" not in abstention.source_means()  # no unanswerable: undefined
+    assert two.by("source").loc["human", "mrr"] == 0.75 and two.by("source").loc["synthetic", "n"] == 1
+    recall = "context/recall_at_5"
+    context = ContextScores(pd.DataFrame({recall: [1.0, 0.5, 0.0]}, index=["h1", "h2", "s1"]), {}, (5,))
+    split = two.with_context(context).source_means()
+    assert split[f"source/human/{recall}"] == 0.75 and split[f"source/synthetic/{recall}"] == 0.0
+    assert split[f"source/human/{CONTEXT_N}"] == 2
+    # a synthetic question still pending review leaves one source scored: no split
+    pending = with_provenance(golden, sources={"s1": "synthetic"}, statuses={"s1": "pending"})
+    assert score(pending, run, ["mrr"]).source_means() == {}
+
+
+def test_the_bundled_example_scores_as_before_and_the_same_with_every_field_spelled_out(tmp_path):
+    example = Path(__file__).resolve().parents[2] / "data" / "example"
+    golden, run = load_golden(example / "golden.jsonl", warn=False), Run.read(example / "run.trec")
+    evaluation = score(golden, run)
+    assert round(evaluation.mean["ndcg_at_10"], 6) == 0.628784 and evaluation.mean["recall_at_5"] == 0.6875
+    spelled = [json.loads(line) for line in (example / "golden.jsonl").read_text().splitlines()]
+    for record in spelled:
+        record |= {"source": "human", "status": "reviewed"}
+        record["relevant"] = {
+            d: {"grade": g, "by": "ana", "at": "2026-12-06T10:00:00Z"} for d, g in record["relevant"].items()
+        }
+    (tmp_path / "golden.jsonl").write_text("".join(json.dumps(r) + "\n" for r in spelled))
+    spelled_out = score(load_golden(tmp_path / "golden.jsonl", warn=False), run)
+    pd.testing.assert_frame_equal(spelled_out.per_query, evaluation.per_query)
+    assert spelled_out.type_means() == evaluation.type_means() and spelled_out.source_means() == {}

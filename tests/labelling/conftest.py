@@ -29,5 +29,5 @@ def server(data) -> Iterator[Server]:
 
 @pytest.fixture
 def client(data):
-    """The app on `data` in this process (Flask's test client)."""
-    return create_app(GoldenFile(data.golden, data.corpus), load_queue(data.queue, data.corpus)).test_client()
+    """The app on `data` in this process (Flask's test client), grading as `tester`."""
+    return create_app(GoldenFile(data.golden, data.corpus), load_queue(data.queue, data.corpus), "tester").test_client()

@@ -57,7 +57,7 @@ def app(tmp_path, small_kb_files) -> Iterator[App]:
     golden = tmp_path / "golden.jsonl"
     shutil.copyfile(small_kb_files / "golden.jsonl", golden)
     corpus = load_corpus(small_kb_files / "corpus.jsonl")
-    serving = server(create_app(open_golden(golden, corpus), Queue()), 0)
+    serving = server(create_app(open_golden(golden, corpus), Queue(), "tester"), 0)
     # polled every 50 ms (werkzeug's default, 0.5 s, is what each test's shutdown would wait)
     threading.Thread(target=serving.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     port = serving.server_address[1]

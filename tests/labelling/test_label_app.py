@@ -318,7 +318,7 @@ def test_bad_changes_are_refused_and_change_nothing(client, data):
 def test_a_new_golden_file_starts_with_its_first_question(tmp_path, data):
     golden = tmp_path / "new" / "golden.jsonl"
     golden.parent.mkdir()
-    client = create_app(GoldenFile(golden, data.corpus), Queue()).test_client()
+    client = create_app(GoldenFile(golden, data.corpus), Queue(), "tester").test_client()
     assert client.get("/api/state").get_json()["questions"] == []
     answer = client.post(
         "/api/questions", json={"question": "Who approves travel?", "filters": {"department": "Finance"}}

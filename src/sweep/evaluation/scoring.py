@@ -3,7 +3,10 @@
 Rank metrics are averaged over answerable questions only; unanswerable questions are
 scored by abstention (an empty result is the right answer for them). A question missing
 from the run returned nothing (trec_eval -c); a run query missing from the golden set is
-dropped with one warning.
+dropped with one warning. Questions pending review (`status: pending`) are not scored, with one
+warning that counts them (`GoldenSet.reviewed`): their rankings may be in the run, for pooling.
+Means split by question type, and by source (human, synthetic) once the scored questions have
+more than one.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from sweep.errors import InputError
 from sweep.evaluation import measures
 from sweep.evaluation.context import CONTEXT_N, ContextScores
 from sweep.evaluation.measures import (
@@ -63,14 +67,20 @@ class Evaluation:
     per_query: pd.DataFrame  # type, answerable, n_retrieved, top_score, abstained, one column per metric
     metrics: tuple[str, ...]  # rank metric names, in request order
     abstain_metrics: tuple[str, ...]
-    golden: GoldenSet = field(repr=False)
+    golden: GoldenSet = field(repr=False)  # the questions scored: those pending review left out
     run: Run = field(repr=False)
     relevance_level: int = 1
     gain: str = "linear"
     context: ContextScores | None = field(default=None, repr=False)  # chunk-level scores, when chunks are known
 
     def with_context(self, context: ContextScores) -> Evaluation:
-        """The same evaluation with the context metrics as per-query columns (NaN: no evidence)."""
+        """The same evaluation with the context metrics as per-query columns (NaN: no evidence);
+        context scored on questions this evaluation left out (pending review) is left out too."""
+        unscored = context.frame.index.difference(self.per_query.index)
+        if len(unscored):
+            scored = context.frame.drop(unscored)
+            missing = {qid: context.missing[qid] for qid in scored.index}
+            context = replace(context, frame=scored, missing=missing)
         return replace(self, per_query=self.per_query.join(context.frame), context=context)
 
     @property
@@ -105,24 +115,48 @@ class Evaluation:
         return {name: self.per_query[name].to_numpy() for name in self.metrics}
 
     def by(self, column: str = "type") -> pd.DataFrame:
-        """Means per group (question type by default): n, answerable, each metric, abstention."""
-        return group_means(self.per_query, column, self.metrics, self.context_metrics)
+        """Means per group (question type by default, or any column of the per-query table or of
+        the golden set's `questions_frame`, such as `source`): n, answerable, each metric, abstention."""
+        frame = self.per_query
+        if column not in frame:
+            frame = frame.join(self.golden.questions_frame[[column]])
+        return group_means(frame, column, self.metrics, self.context_metrics)
 
     def type_means(self) -> dict[str, float]:
         """`type/<type>/<metric>` and `type/<type>/n`, DESIGN's names; undefined means (the recall
         of a type with no answerable question) are left out. The rank metrics and abstention as
         `measures.type_means` computes them for `python -m sweep.evaluate`, to the last digit."""
+        return self._rank_means(self.per_query["type"].to_numpy()) | self._context_means("type")
+
+    def source_means(self) -> dict[str, float]:
+        """`source/<source>/<metric>` and `source/<source>/n`, as `type_means` names them per type,
+        once the scored questions come from more than one source (human, synthetic); else none."""
+        sources = self.golden.questions_frame["source"]
+        if sources.nunique() < 2:
+            return {}
+        # measures.type_means names its keys type/<group>/...: the same means, per source
+        rank_means = {
+            f"source/{key.removeprefix('type/')}": v for key, v in self._rank_means(sources.to_numpy()).items()
+        }
+        return rank_means | self._context_means("source")
+
+    def _rank_means(self, groups: np.ndarray) -> dict[str, float]:
+        """`measures.type_means` of the rank metrics and abstention over `groups` (one per question)."""
         frame = self.per_query
-        values = measures.type_means(
-            frame["type"].to_numpy(), frame["answerable"].to_numpy(), frame["abstained"].to_numpy(),
-            self._values, self.abstain_metrics,
-        )  # fmt: skip
-        if self.context is not None:
-            for qtype, row in self.by("type").iterrows():
-                for name in [*self.context_metrics, CONTEXT_N]:
-                    if not np.isnan(row[name]):
-                        values[f"type/{qtype}/{name}"] = float(row[name])
-        return values
+        return measures.type_means(
+            groups, frame["answerable"].to_numpy(), frame["abstained"].to_numpy(), self._values, self.abstain_metrics
+        )
+
+    def _context_means(self, column: str) -> dict[str, float]:
+        """`<column>/<group>/<context metric>` (and its n) where defined; none without context."""
+        if self.context is None:
+            return {}
+        return {
+            f"{column}/{group}/{name}": float(row[name])
+            for group, row in self.by(column).iterrows()
+            for name in [*self.context_metrics, CONTEXT_N]
+            if not np.isnan(row[name])
+        }
 
     def by_tag(self) -> pd.DataFrame:
         """Means per tag; a question with several tags counts in each."""
@@ -192,20 +226,24 @@ def score(
     gain: str = "linear",
 ) -> Evaluation:
     """`metrics`: names such as "ndcg_at_10,mrr" (abstention rates included by name); None means
-    DEFAULT_METRICS plus the abstention rates that apply to this golden set."""
-    answerable = golden.questions_frame["answerable"].to_numpy()
+    DEFAULT_METRICS plus the abstention rates that apply to this golden set. Questions pending
+    review are not scored (module doc)."""
+    scored = golden.reviewed
+    if not len(scored):
+        raise InputError(f"{golden.source}: every question is pending review; review them (python -m sweep.label)")
+    answerable = scored.questions_frame["answerable"].to_numpy()
     rank_metrics, abstain = select_metrics(metrics, has_unanswerable=not answerable.all())
     warn_unknown_queries(run.name, golden.source, run.qids.difference(golden.ids).tolist())
-    ranked = rank_judgments(golden, run, relevance_level, gain)
+    ranked = rank_judgments(scored, run, relevance_level, gain)
     frame = pd.DataFrame(
         {
-            "type": golden.questions_frame["type"],
+            "type": scored.questions_frame["type"],
             "answerable": answerable,
             "n_retrieved": ranked.n_retrieved,
             "top_score": ranked.top_score,
             "abstained": (ranked.n_retrieved == 0).astype(float),
         }
         | metric_values(ranked, rank_metrics, answerable),
-        index=golden.ids,
+        index=scored.ids,
     )
-    return Evaluation(frame, tuple(m.name for m in rank_metrics), abstain, golden, run, relevance_level, gain)
+    return Evaluation(frame, tuple(m.name for m in rank_metrics), abstain, scored, run, relevance_level, gain)

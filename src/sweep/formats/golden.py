@@ -3,9 +3,11 @@
 Reads the formats DESIGN.md names (JSON Lines, YAML, a BEIR folder), TREC qrels
 (`qid 0 docid grade`) and Chroma's chunking benchmark (a folder with `questions_df.csv`),
 validates them, and, given the corpus, checks every label against it and resolves the evidence
-(`sweep.formats.evidence`). Errors raise `InputError` with `file:line: problem`; size and balance
-problems are only warnings. The readers are in `sweep.formats.golden_readers`, the set itself in
-`sweep.formats.golden_set`; their public names are importable from here too.
+(`sweep.formats.evidence`). JSON Lines and YAML may say who graded each judgment and when, and
+each question's source and review status (`sweep.formats.provenance`). Errors raise `InputError`
+with `file:line: problem`; size and balance problems are only warnings. The readers are in
+`sweep.formats.golden_readers`, the set itself in `sweep.formats.golden_set`; their public names
+are importable from here too.
 
 `save_golden` writes a set back as JSON Lines, checked as the loader reads it, atomically and
 with a backup (`sweep.label` saves every change so).
@@ -39,6 +41,8 @@ from sweep.formats.golden_readers import (
 from sweep.formats.golden_set import GoldenSet as GoldenSet
 from sweep.formats.golden_set import Question as Question
 from sweep.formats.golden_set import doc_grades as doc_grades
+from sweep.formats.provenance import HUMAN, REVIEWED
+from sweep.formats.provenance import Provenance as Provenance
 from sweep.formats.records import JSON_LINES_SUFFIXES, UNTYPED, first_line, regular_file, sniff
 from sweep.formats.records import RECOMMENDED_SIZE as RECOMMENDED_SIZE  # imported from here too (sweep.label)
 from sweep.formats.records import RECOMMENDED_UNANSWERABLE_SHARE as RECOMMENDED_UNANSWERABLE_SHARE
@@ -112,12 +116,21 @@ def resolve_evidence(golden: GoldenSet, corpus: Corpus, lines: Mapping[str, int]
 
 def question_record(question: Question) -> dict[str, Any]:
     """`question` as a JSON Lines record that the loader reads back to an equal question; keys
-    holding their default (type `untyped`, no filters, tags, metadata or evidence) are left out.
+    holding their default (type `untyped`, source `human`, status `reviewed`, no filters, tags,
+    metadata or evidence) are left out, and a judgment without provenance is a bare grade.
     Evidence stays as it was given (excerpts and spans) when the set was loaded without a corpus."""
     record: dict[str, Any] = {"id": question.id, "question": question.question}
-    if question.type != UNTYPED:
-        record["type"] = question.type
-    record["relevant"] = dict(question.relevant)
+    for key, value, default in (
+        ("type", question.type, UNTYPED),
+        ("source", question.source, HUMAN),
+        ("status", question.status, REVIEWED),
+    ):
+        if value != default:
+            record[key] = value
+    record["relevant"] = {
+        doc: {"grade": grade, **question.provenance[doc].record()} if doc in question.provenance else grade
+        for doc, grade in question.relevant.items()
+    }
     if question.evidence:
         record["evidence"] = {
             doc: [item if isinstance(item, str) else span_record(item) for item in items]

@@ -20,6 +20,7 @@ import yaml
 from sweep.errors import InputError, where
 from sweep.formats.evidence import Span, evidence_item, parse_evidence
 from sweep.formats.golden_set import GoldenSet, Question
+from sweep.formats.provenance import JUDGMENT_KEYS, SOURCES, STATUSES, Provenance, choice, provenance
 from sweep.formats.records import (
     MAX_GRADE,
     UNTYPED,
@@ -32,7 +33,7 @@ from sweep.formats.records import (
 from sweep.formats.trec import read_beir_qrels, read_qrels
 from sweep.formats.unique_keys import UniqueKeyLoader
 
-_QUESTION_KEYS = {"id", "question", "type", "relevant", "evidence", "filters", "tags", "metadata"}
+_QUESTION_KEYS = {"id", "question", "type", "source", "status", "relevant", "evidence", "filters", "tags", "metadata"}
 CHUNKING_EVAL_QUESTIONS = "questions_df.csv"  # Chroma's chunking benchmark: this file + corpora/*.md
 
 # ---------------------------------------------------------------- JSONL and YAML
@@ -104,7 +105,7 @@ def _parse_question(record: Any, at: str) -> Question:
     metadata = record.get("metadata", {})
     if not isinstance(metadata, dict):
         raise InputError(f"{at}: question {qid!r} has 'metadata' that is not a mapping")
-    relevant = _relevance(record["relevant"], at, qid)
+    relevant, graded_by = _relevance(record["relevant"], at, qid)
     return Question(
         id=qid,
         question=text,
@@ -114,24 +115,38 @@ def _parse_question(record: Any, at: str) -> Question:
         tags=tuple(tags),
         metadata=metadata,
         evidence=parse_evidence(record.get("evidence", {}), relevant, at, qid),
+        source=choice(record, "source", SOURCES, f"{at}: question {qid!r}"),
+        status=choice(record, "status", STATUSES, f"{at}: question {qid!r}"),
+        provenance=graded_by,
     )
 
 
-def _relevance(value: Any, at: str, qid: str) -> dict[str, int]:
+def _relevance(value: Any, at: str, qid: str) -> tuple[dict[str, int], dict[str, Provenance]]:
+    """Grades by document, and who gave them where a judgment says (`{"grade", "by", "at"}`)."""
     if isinstance(value, list):  # a list of ids means grade 1 each
         value = {identifier(doc, at, "relevant document id"): 1 for doc in value}
     if not isinstance(value, dict):
         raise InputError(f"{at}: question {qid!r} has 'relevant' of type {type(value).__name__}; expected a mapping")
     relevant: dict[str, int] = {}
+    graded_by: dict[str, Provenance] = {}
     for doc, grade in value.items():
         doc = identifier(doc, at, "relevant document id")
+        if isinstance(grade, dict):  # a judgment with its provenance
+            judgment = f"{at}: question {qid!r}: judgment of {doc!r}"
+            check_keys(grade, JUDGMENT_KEYS, at, f"question {qid!r}: judgment of {doc!r}")
+            if "grade" not in grade:
+                raise InputError(f"{judgment} has no 'grade'")
+            given = provenance(grade, judgment)
+            if given is not None:
+                graded_by[doc] = given
+            grade = grade["grade"]
         whole = isinstance(grade, int) or isinstance(grade, float) and grade.is_integer()  # 2.0 is 2; inf, nan are not
         if isinstance(grade, bool) or not whole:
             raise InputError(f"{at}: question {qid!r}: grade of {doc!r} is {grade!r}; expected an integer")
         if not 0 <= grade <= MAX_GRADE:
             raise InputError(f"{at}: question {qid!r}: grade of {doc!r} is {grade}; grades go from 0 to {MAX_GRADE}")
         relevant[doc] = int(grade)
-    return relevant
+    return relevant, graded_by
 
 
 # ---------------------------------------------------------------- TREC qrels and BEIR

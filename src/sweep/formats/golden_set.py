@@ -1,11 +1,13 @@
 """The golden set in memory: questions with graded relevance labels (and evidence), as the metrics read them.
 
 Problems with the set itself (a repeated question id, a label for a document the corpus does not
-have) raise `InputError`; size and balance problems are only warnings.
+have) raise `InputError`; size and balance problems are only warnings. Who graded what, where a
+question came from and whether it is reviewed: `sweep.formats.provenance`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -16,7 +18,10 @@ import pandas as pd
 
 from sweep.errors import InputError, where
 from sweep.formats.evidence import Evidence
+from sweep.formats.provenance import HUMAN, PENDING, REVIEWED, Provenance
 from sweep.formats.records import UNTYPED, warn_if_unbalanced
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,9 @@ class Question:
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     evidence: Evidence = field(default_factory=dict)  # resolved: merged, sorted spans per document
+    source: str = HUMAN  # human or synthetic (generated)
+    status: str = REVIEWED  # or pending: not scored until a person reviews it
+    provenance: Mapping[str, Provenance] = field(default_factory=dict)  # document id -> who graded it, when
 
     @property
     def answerable(self) -> bool:
@@ -79,15 +87,33 @@ class GoldenSet:
 
     @cached_property
     def questions_frame(self) -> pd.DataFrame:
-        """Question-level facts indexed by qid: type, answerable, question text."""
+        """Question-level facts indexed by qid: type, answerable, question text, source."""
         return pd.DataFrame(
             {
                 "type": [q.type for q in self.questions],
                 "answerable": [q.answerable for q in self.questions],
                 "question": [q.question for q in self.questions],
+                "source": [q.source for q in self.questions],
             },
             index=self.ids,
         )
+
+    @cached_property
+    def reviewed(self) -> GoldenSet:
+        """The questions that count in metrics: all but those pending review (the set itself when
+        none is). Computed once per set, with one warning that counts the pending ones, however
+        often the set is scored."""
+        pending = sum(q.status == PENDING for q in self.questions)
+        if not pending:
+            return self
+        log.warning(
+            "%s: %d of %d questions are pending review (status: pending) and are not scored until a person "
+            "reviews them",
+            self.source,
+            pending,
+            len(self),
+        )
+        return GoldenSet(tuple(q for q in self.questions if q.status != PENDING), source=self.source)
 
     def stats(self) -> dict[str, Any]:
         """Counts per type, answerable vs unanswerable, and labels per question."""

@@ -1,8 +1,8 @@
 """The labelling web app: Flask routes over the golden file store, the queue and the corpus, and its server.
 
 Serves the page (`page.html`) and a JSON API on 127.0.0.1 only: add and edit questions (text,
-type, filters), mark a question unanswerable, grade documents 0 / 1 / 2, record and remove
-evidence, search the corpus and add a document found to a question's candidates, watch the
+type, filters), mark a question unanswerable, grade documents 0 / 1 / 2 (each grade given or
+changed records the labeller and the time), record and remove evidence, search the corpus and add a document found to a question's candidates, watch the
 progress. Every change is saved (`sweep.labelling.store`) before the answer is sent.
 
 Answers: a bad change (an unknown document id, a span that is not the document's text) is
@@ -36,6 +36,7 @@ from sweep.labelling.changes import (
     add_candidate,
     add_evidence,
     edit,
+    graded_now,
     known_document,
     question_fields,
     remove_evidence,
@@ -50,7 +51,8 @@ from sweep.labelling.views import Search, detail, progress, summary
 PAGE = "page.html"
 
 
-def create_app(golden_file: GoldenFile, queue: Queue) -> Flask:
+def create_app(golden_file: GoldenFile, queue: Queue, labeller: str) -> Flask:
+    """`labeller`: the person grading, recorded as `by` of every grade they give or change."""
     corpus = golden_file.corpus
     app = Flask(__name__)
     # only this machine's names: another site's page cannot reach the app through DNS rebinding
@@ -145,7 +147,7 @@ def create_app(golden_file: GoldenFile, queue: Queue) -> Flask:
 
     @app.post("/api/questions/<qid:qid>/grade")
     def grade(qid: str) -> Response:
-        return changing(qid, lambda data: set_grade(corpus, data.get("doc"), data.get("grade")))
+        return changing(qid, lambda data: set_grade(corpus, data.get("doc"), data.get("grade"), graded_now(labeller)))
 
     @app.post("/api/questions/<qid:qid>/candidates")
     def add_to_candidates(qid: str) -> Response:
@@ -160,7 +162,9 @@ def create_app(golden_file: GoldenFile, queue: Queue) -> Flask:
     def evidence(qid: str) -> Response:
         return changing(
             qid,
-            lambda data: add_evidence(corpus, data.get("doc"), data.get("start"), data.get("end"), data.get("text")),
+            lambda data: add_evidence(
+                corpus, data.get("doc"), data.get("start"), data.get("end"), data.get("text"), graded_now(labeller)
+            ),
         )
 
     @app.post("/api/questions/<qid:qid>/evidence/remove")

@@ -6,7 +6,9 @@ question to the changed one and notes for the user, applied by `sweep.labelling.
 
 In the golden file:
 - a grade is an entry of `relevant` (0 judged not relevant, 1 relevant, 2 highly relevant);
-  clearing a grade removes the entry;
+  clearing a grade removes the entry. A grade the labeller gives or changes records who gave it
+  and when (`{"grade": 2, "by": "ana", "at": "2026-12-06T10:00:00Z"}`, `sweep.formats.provenance`);
+  a grade set again to the value it has keeps its `by` and `at`, as every grade not touched does;
 - unanswerable: no document graded 1 or more (what the loader means by unanswerable); the app
   marks it with the tag `unanswerable` (a question of type `unanswerable` counts as marked too,
   the bundled set's convention), so that "not labelled yet" and "labelled: no answer" differ.
@@ -25,11 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from sweep.errors import InputError
 from sweep.formats.corpus import Corpus, Document
-from sweep.formats.golden import UNTYPED, Question, Span
+from sweep.formats.golden import UNTYPED, Provenance, Question, Span
 from sweep.formats.records import identifier
 from sweep.retrieval.filters import check_fields, parse_condition
 
@@ -80,8 +83,25 @@ def unmarked(question: Question) -> tuple[Question, list[str]]:
     return replace(question, tags=tags, type=qtype), ["no longer marked unanswerable"]
 
 
-def set_grade(corpus: Corpus, doc: Any, grade: Any) -> Change:
-    """Grade `doc` (0, 1 or 2), or clear its grade (None)."""
+def graded_now(labeller: str) -> Provenance:
+    """A grade given by `labeller` now (UTC, to the second)."""
+    return Provenance(labeller, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def regraded(question: Question, doc: str, grade: int | None, stamp: Provenance) -> Question:
+    """`question` with `doc` graded `grade` (None: not graded); `stamp` says who and when where
+    the grade changed, and a cleared grade takes its provenance with it."""
+    relevant, provenance = dict(question.relevant), dict(question.provenance)
+    if grade is None:
+        relevant.pop(doc, None)
+        provenance.pop(doc, None)
+    elif relevant.get(doc) != grade:
+        relevant[doc], provenance[doc] = grade, stamp
+    return replace(question, relevant=relevant, provenance=provenance)
+
+
+def set_grade(corpus: Corpus, doc: Any, grade: Any, stamp: Provenance) -> Change:
+    """Grade `doc` (0, 1 or 2), or clear its grade (None); `stamp`: who grades, and when."""
     document = known_document(corpus, doc)
     if grade is not None and (isinstance(grade, bool) or grade not in GRADES):
         raise InputError(f"grade {grade!r}: expected one of {', '.join(map(str, GRADES))}, or null to clear it")
@@ -90,12 +110,7 @@ def set_grade(corpus: Corpus, doc: Any, grade: Any) -> Change:
         notes: list[str] = []
         if grade is not None and grade >= 1:
             question, notes = unmarked(question)
-        relevant = dict(question.relevant)
-        if grade is None:
-            relevant.pop(document.id, None)
-        else:
-            relevant[document.id] = grade
-        question = replace(question, relevant=relevant)
+        question = regraded(question, document.id, grade, stamp)
         if grade is None or grade < 1:
             question, removed = without_evidence(question, document.id)
             notes += removed
@@ -140,8 +155,9 @@ def set_unanswerable(value: Any) -> Change:
     return change
 
 
-def add_evidence(corpus: Corpus, doc: Any, start: Any, end: Any, text: Any) -> Change:
-    """Record characters [start, end) of `doc`'s content, which must read `text`, as evidence."""
+def add_evidence(corpus: Corpus, doc: Any, start: Any, end: Any, text: Any, stamp: Provenance) -> Change:
+    """Record characters [start, end) of `doc`'s content, which must read `text`, as evidence;
+    `stamp`: who records it, and when (the grade it gives a document not relevant yet is theirs)."""
     document = known_document(corpus, doc)
     content = document.content
     for name, offset in (("start", start), ("end", end)):
@@ -163,7 +179,7 @@ def add_evidence(corpus: Corpus, doc: Any, start: Any, end: Any, text: Any) -> C
         notes: list[str] = []
         if question.relevant.get(document.id, 0) < 1:
             question, notes = unmarked(question)
-            question = replace(question, relevant={**question.relevant, document.id: 1})
+            question = regraded(question, document.id, 1, stamp)
             notes.append(f"graded {document.id} 1 (relevant): evidence comes from a relevant document")
         items = question.evidence.get(document.id, ())
         if span in items:

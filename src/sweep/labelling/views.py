@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sweep.formats.corpus import Corpus, Document
-from sweep.formats.golden import RECOMMENDED_UNANSWERABLE_SHARE, GoldenSet, Question, resolve_evidence
+from sweep.formats.golden import RECOMMENDED_UNANSWERABLE_SHARE, GoldenSet, Provenance, Question, resolve_evidence
 from sweep.labelling.changes import UNANSWERABLE, added_from_search, marked_unanswerable, status
 from sweep.labelling.queue import Candidate, Queue
 from sweep.labelling.store import version
@@ -78,11 +78,14 @@ def detail(question: Question, queue: Queue, corpus: Corpus) -> dict[str, Any]:
     for doc in docs:
         content = corpus.by_id[doc].content
         items = question.evidence.get(doc, ())
+        graded_by = question.provenance.get(doc, Provenance())
         candidates.append(
             {
                 "doc": doc,
                 "title": corpus.by_id[doc].title,
                 "grade": question.relevant.get(doc),
+                "graded_by": graded_by.by,
+                "graded_at": graded_by.at,
                 "pooled": pooled(in_pool[doc], queue) if doc in in_pool else None,
                 "added": doc in added,
                 "evidence": [
