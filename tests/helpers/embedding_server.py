@@ -2,13 +2,13 @@
 uvicorn on 127.0.0.1 (and a local CrossEncoder behind `/v1/rerank`), with request counters and
 injectable faults.
 
-    python tests/helpers/embedding_server.py --port 8123 [--key SECRET] [--reranker FOLDER]
+    PYTHONPATH=tests python tests/helpers/embedding_server.py --port 8123 [--key SECRET] [--reranker FOLDER]
 
 `POST /v1/embeddings` answers as OpenAI does (`data[{index, embedding}]`, `usage.prompt_tokens`
 counted with the model's tokenizer; `dimensions` truncates). `GET /admin/stats` gives the counts;
 `POST /admin/faults` sets what goes wrong: `{"every": 20, "rate_limit": 3, "server_error": 7,
 "slow": 11, "slow_s": 3}` answers the 3rd request of every 20 (counted from this call) with 429
-and `Retry-After: 1`, the 7th with 500 and holds the 11th for 3 s; `{"width": 100}` cuts every
+and `Retry-After: 1` (`retry_after` sets it), the 7th with 500 and holds the 11th for 3 s; `{"width": 100}` cuts every
 vector to 100 numbers, `{"short": true}` drops the last vector of every answer, `{"not_json": true}`
 answers 200 with HTML.
 `POST /v1/rerank` answers as Cohere and Jina do (`results[{index, relevance_score}]`, best first),
@@ -18,7 +18,6 @@ the scores the CrossEncoder's raw logits.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import threading
 
 import torch
@@ -27,6 +26,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from sentence_transformers import CrossEncoder, SentenceTransformer
 
+from helpers.model_servers import positional_fault
 from sweep.retrieval.models import default_model_path
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -62,13 +62,9 @@ def create_app(key: str | None = None, reranker: str | None = None) -> FastAPI:
         if body.get("model") != MODEL_NAME:
             return JSONResponse({"error": {"message": f"model {body.get('model')} not found"}}, status_code=404)
         faults = state["faults"]
-        position = (number - 1) % faults["every"] + 1 if faults.get("every") else None
-        if position is not None and position == faults.get("rate_limit"):
-            return JSONResponse({"error": {"message": "slow down"}}, status_code=429, headers={"Retry-After": "1"})
-        if position is not None and position == faults.get("server_error"):
-            return JSONResponse({"error": {"message": "boom"}}, status_code=500)
-        if position is not None and position == faults.get("slow"):
-            await asyncio.sleep(faults.get("slow_s", 3))  # only this request waits, not the server
+        fault = await positional_fault(faults, number)
+        if fault is not None:
+            return fault
         if faults.get("not_json"):
             return PlainTextResponse("<html>gateway</html>", status_code=200, media_type="text/html")
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]

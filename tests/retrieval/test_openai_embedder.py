@@ -4,10 +4,8 @@ numbers as the local model, the cache, faults, strictness and a key that never l
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import urllib.request
 from pathlib import Path
 from typing import NamedTuple
 
@@ -16,8 +14,9 @@ import pytest
 
 from helpers import processes
 from helpers.commands import one_error_line, runs_in, sweep
+from helpers.model_servers import Server, answering, environment
 from helpers.models import write_tiny_cross_encoder
-from helpers.servers import free_port, wait_until_answering
+from helpers.servers import free_port
 from sweep.errors import InputError
 from sweep.retrieval.chunking import TokenChunker
 from sweep.retrieval.endpoints import APIReranker, OpenAIEmbedder
@@ -32,23 +31,9 @@ MODEL = "all-MiniLM-L6-v2"
 AS_SCRIPT = "import runpy, sys; sys.argv[0] = sys.argv.pop(1); runpy.run_path(sys.argv[0], run_name='__main__')"
 
 
-def call(url: str, body: dict | None = None) -> dict:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=120) as answer:  # the server encodes one request at a time
-        return json.loads(answer.read())
-
-
-class Server:
-    def __init__(self, port: int) -> None:
-        self.root = f"http://127.0.0.1:{port}"
-        self.base_url = f"{self.root}/v1"
-
+class EmbeddingServer(Server):
     def requests(self) -> int:
-        return call(f"{self.root}/admin/stats")["embedding_requests"]
-
-    def faults(self, **faults) -> None:
-        call(f"{self.root}/admin/faults", faults)
+        return self.stats()["embedding_requests"]
 
 
 pytestmark = pytest.mark.slow  # every test here talks to a real server on 127.0.0.1 (started once)
@@ -64,16 +49,10 @@ def rerank_model(tmp_path_factory, small_kb) -> Path:
 @pytest.fixture(scope="module")
 def server(rerank_model):
     port = free_port()
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(SERVER.parents[1]), os.environ.get("PYTHONPATH", "")])}
     arguments = ("--port", str(port), "--key", KEY, "--reranker", str(rerank_model))
-    process = processes.start_code(AS_SCRIPT, SERVER, *arguments, env=env, stderr=subprocess.PIPE, text=True)
-    running = Server(port)
-    try:
-        wait_until_answering(f"{running.root}/admin/stats", process, lambda: process.communicate()[1], timeout=120)
+    process = processes.start_code(AS_SCRIPT, SERVER, *arguments, env=environment(), stderr=subprocess.PIPE, text=True)
+    with answering(process, EmbeddingServer(port), timeout=120) as running:
         yield running
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
 
 
 @pytest.fixture
@@ -217,7 +196,7 @@ def test_max_cost_refuses_before_any_request(tmp_path, clean, small_kb_files):
 
 def test_the_rerank_endpoint_orders_as_the_local_cross_encoder(small_kb, clean, rerank_model, monkeypatch):
     monkeypatch.setenv("RERANK_API_KEY", KEY)
-    remote = APIReranker(model="tiny", base_url=clean.base_url, candidates=6)
+    remote = APIReranker(model="tiny", base_url=clean.base_url, candidates=6, price_per_mtok=0.05)
     local = CrossEncoderReranker(model=str(rerank_model), candidates=6)
     corpus, golden = small_kb
     by_api = Pipeline(TokenChunker(0), TfidfRetriever(), reranker=remote).retrieve(corpus, golden)
@@ -231,6 +210,31 @@ def test_the_rerank_endpoint_orders_as_the_local_cross_encoder(small_kb, clean, 
     asked = sum(bool(hits) for hits in by_model.contexts.values())  # a question with no hits asks nothing
     # each question once for its answer, and once more alone for its latency (all are in the sample)
     assert stats["rerank/requests"] == 2 * asked > 0 and stats["rerank/retries"] == 0 and stats["rerank/tokens"] > 0
+    assert stats["cost/rerank_usd"] == pytest.approx(stats["rerank/tokens"] * 0.05 / 1e6)
+
+
+def test_the_cost_cap_stops_reranking_before_the_request_that_would_pass_it(small_kb, clean, monkeypatch):
+    monkeypatch.setenv("RERANK_API_KEY", KEY)
+    # about 1,000 tokens a question at US$ 0.001 a token: a few questions fit under US$ 5
+    remote = APIReranker(model="tiny", base_url=clean.base_url, candidates=6, price_per_mtok=1000, max_cost_usd=5)
+    before = clean.stats()["rerank_requests"]
+    corpus, golden = small_kb
+    with pytest.raises(
+        InputError, match=r"reranker.max_cost_usd=5: the next /rerank request .* stopped before sending it"
+    ):
+        Pipeline(TokenChunker(0), TfidfRetriever(), reranker=remote).retrieve(corpus, golden)
+    sent = clean.stats()["rerank_requests"] - before
+    assert 0 < sent == remote.endpoint.answered < len(golden) and remote.endpoint.spent_usd <= 5
+
+
+def test_the_cost_cap_stops_embedding_before_the_request_that_would_pass_it(clean):
+    texts = [f"chunk number {i} about annual leave and expenses" for i in range(20)]
+    # 5 batches of 4 texts, about 48 tokens each at US$ 0.001 a token: 2 or 3 fit under US$ 0.15
+    capped = embedder(clean, batch_size=4, max_concurrency=1, price_per_mtok=1000, max_cost_usd=0.15)
+    before = clean.requests()
+    with pytest.raises(InputError, match=r"model.embedder.max_cost_usd=0.15: the next /embeddings request"):
+        capped.encode_documents(texts)
+    assert 0 < clean.requests() - before == capped.endpoint.answered < 5 and capped.endpoint.spent_usd <= 0.15
 
 
 def test_a_known_model_gets_its_list_price_unless_one_is_given(server):

@@ -26,7 +26,7 @@ import numpy as np
 from sweep.errors import InputError
 from sweep.retrieval.base import Hits
 from sweep.retrieval.embed import Embedder
-from sweep.retrieval.model_client import ModelClient, Usage, estimated_tokens
+from sweep.retrieval.model_client import Connection, ModelClient, Usage, estimated_tokens
 from sweep.retrieval.rerank import Reranker, SearchUnderFilter
 from sweep.settings import NonEmpty, Range, checked
 
@@ -59,12 +59,8 @@ class OpenAIEmbedder(Embedder):
         self.batch_size, self.max_tokens_per_request = batch_size, max_tokens_per_request
         self.price_per_mtok = price_per_mtok if price_per_mtok is not None else list_price(model)
         self.endpoint = ModelClient(
-            settings="model.embedder",
-            model=model,
-            base_url=base_url,
-            api_key_env=api_key_env,
-            timeout=timeout,
-            max_retries=max_retries,
+            "model.embedder",
+            Connection(model, base_url, api_key_env, timeout, max_retries),
             max_concurrency=max_concurrency,
             price_per_mtok=self.price_per_mtok,
             max_cost_usd=max_cost_usd,
@@ -200,12 +196,8 @@ class APIReranker(Reranker):
     ) -> None:
         self.model, self.base_url, self.candidates = model, base_url, candidates
         self.endpoint = ModelClient(
-            settings="reranker",
-            model=model,
-            base_url=base_url,
-            api_key_env=api_key_env,
-            timeout=timeout,
-            max_retries=max_retries,
+            "reranker",
+            Connection(model, base_url, api_key_env, timeout, max_retries),
             price_per_mtok=price_per_mtok,
             max_cost_usd=max_cost_usd,
         )

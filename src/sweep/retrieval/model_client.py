@@ -62,6 +62,17 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class Connection:
+    """Where an endpoint is and how long to try it: the settings every endpoint component declares."""
+
+    model: str
+    base_url: str | None  # None: OpenAI's own API
+    api_key_env: str  # the NAME of the environment variable holding the key
+    timeout: float  # seconds per try
+    max_retries: int
+
+
+@dataclass(frozen=True)
 class Sent(Generic[T]):
     """A request's answer, its usage (as the server counted it, else the estimate) and cost (None: no price)."""
 
@@ -79,20 +90,17 @@ class ModelClient:
 
     def __init__(
         self,
-        *,
         settings: str,
-        model: str,
-        base_url: str | None,
-        api_key_env: str,
-        timeout: float,
-        max_retries: int,
+        connection: Connection,
+        *,
         max_concurrency: int = 1,
         price_per_mtok: float | None = None,
         output_price_per_mtok: float | None = 0.0,
         max_cost_usd: float | None = None,
     ) -> None:
-        self.settings, self.model, self.base_url, self.api_key_env = settings, model, base_url, api_key_env
-        self.timeout, self.max_retries, self.max_concurrency = timeout, max_retries, max_concurrency
+        self.settings, self.max_concurrency = settings, max_concurrency
+        self.model, self.base_url, self.api_key_env = connection.model, connection.base_url, connection.api_key_env
+        self.timeout, self.max_retries = connection.timeout, connection.max_retries
         self.price_per_mtok, self.output_price_per_mtok = price_per_mtok, output_price_per_mtok
         self.max_cost_usd = max_cost_usd
         unpriced = [name for name in ("price_per_mtok", "output_price_per_mtok") if getattr(self, name) is None]
@@ -110,7 +118,7 @@ class ModelClient:
         return setting_name(self.settings, setting)
 
     @property
-    def _key(self) -> str:  # read when needed, never kept: nothing that stores this object can hold it
+    def _key(self) -> str:  # read from the environment when needed: never an attribute, never in config
         return os.environ.get(self.api_key_env) or NO_KEY
 
     @cached_property

@@ -1,0 +1,155 @@
+"""A real OpenAI-compatible chat-completions server for the tests: FastAPI and uvicorn on
+127.0.0.1, its answers a known function of the prompt, with request counters and injectable faults.
+
+    PYTHONPATH=tests python tests/helpers/chat_server.py --port 8124 [--key SECRET]
+
+`POST /v1/chat/completions` answers as OpenAI does (`choices[0].message.content`, `finish_reason`,
+`usage`): `right_answer(messages, json_mode)` (a digest of the last user message; a JSON object
+when the request asks for `response_format={"type": "json_object"}`), its tokens counted as
+`word_tokens` counts them. `GET /admin/stats` gives `requests` (every try), `answered`,
+`max_in_flight` (the most requests it held at once), `arrivals` (each try's time, seconds) and
+`last_body` (the last request's body). `POST /admin/faults` sets what goes wrong, counting tries
+from that call (and starts `max_in_flight` and `arrivals` anew): `{"every": 4, "rate_limit": 2, "retry_after": 0.5, "server_error": 3, "slow": 1,
+"slow_s": 3}` answers the 2nd try of every 4 with 429 and `Retry-After: 0.5` (default 1), the 3rd
+with 500 and holds the 1st for 3 s; `{"hold_s": 0.3}` holds every answer, `{"hold_longer": [...]}`
+three times as long for those last user messages; `{"wrong": [...]}` plants `wrong_answer` for
+those messages; `{"prose": true}` answers text where JSON was asked for; `{"not_json": true}`
+answers 200 with HTML; `{"no_usage": true}` leaves `usage` out; `{"usage_times": 50}` reports 50
+times the tokens; `{"echo_key": true}` answers 400 with the Authorization header in its message (as
+some gateways do); `{"refuse_json_mode": true}` answers 400 to a request with `response_format`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import time
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from helpers.model_servers import positional_fault
+
+MODEL_NAME = "chat-test"
+
+
+def last_user_message(messages: list[dict]) -> str:
+    return next(message["content"] for message in reversed(messages) if message["role"] == "user")
+
+
+def right_answer(messages: list[dict], json_mode: bool) -> str:
+    """The answer a prompt gets: a digest of its last user message (and its word count, in JSON)."""
+    question = last_user_message(messages)
+    digest = hashlib.sha256(question.encode()).hexdigest()[:12]
+    return json.dumps({"digest": digest, "words": len(question.split())}) if json_mode else f"digest {digest}"
+
+
+def wrong_answer(messages: list[dict], json_mode: bool) -> str:
+    """A planted wrong answer: the digest of the message reversed."""
+    return right_answer([{"role": "user", "content": last_user_message(messages)[::-1]}], json_mode)
+
+
+def word_tokens(text: str) -> int:
+    """The server's token count: words."""
+    return len(text.split())
+
+
+def create_app(key: str | None = None) -> FastAPI:
+    app = FastAPI()
+    started = time.monotonic()
+    state = {
+        "faults_set": 0,
+        "requests": 0,
+        "answered": 0,
+        "in_flight": 0,
+        "max_in_flight": 0,
+        "arrivals": [],
+        "last_body": None,
+    }
+    faults: dict = {}
+
+    @app.get("/admin/stats")
+    def stats() -> dict:
+        return state
+
+    @app.post("/admin/faults")
+    async def set_faults(request: Request) -> dict:
+        faults.clear()
+        faults.update(await request.json())
+        faults["since"] = state["requests"]
+        # requests still held from before (a timed-out client's) are not counted in flight any more
+        state["faults_set"] += 1
+        state["in_flight"] = state["max_in_flight"] = 0
+        state["arrivals"] = []
+        return faults
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        state["requests"] += 1
+        state["arrivals"].append(time.monotonic() - started)
+        generation = state["faults_set"]
+        state["in_flight"] += 1
+        state["max_in_flight"] = max(state["max_in_flight"], state["in_flight"])
+        try:
+            return await answer(request, state["requests"] - faults.get("since", 0))
+        finally:
+            if state["faults_set"] == generation:
+                state["in_flight"] -= 1
+
+    async def answer(request: Request, number: int):
+        authorization = request.headers.get("authorization", "")
+        body = await request.json()
+        state["last_body"] = body
+        if faults.get("echo_key"):
+            message = f"malformed request from key {authorization.removeprefix('Bearer ')}"
+            return JSONResponse({"error": {"message": message}}, status_code=400)
+        if key is not None and authorization != f"Bearer {key}":
+            return JSONResponse({"error": {"message": "invalid api key"}}, status_code=401)
+        if body.get("model") != MODEL_NAME:
+            return JSONResponse({"error": {"message": f"model {body.get('model')} not found"}}, status_code=404)
+        json_mode = (body.get("response_format") or {}).get("type") == "json_object"
+        if json_mode and faults.get("refuse_json_mode"):
+            return JSONResponse({"error": {"message": "response_format is not supported"}}, status_code=400)
+        fault = await positional_fault(faults, number)
+        if fault is not None:
+            return fault
+        messages = body["messages"]
+        longer = 3 if last_user_message(messages) in faults.get("hold_longer", []) else 1
+        await asyncio.sleep(faults.get("hold_s", 0) * longer)
+        if faults.get("not_json"):
+            return PlainTextResponse("<html>gateway</html>", status_code=200, media_type="text/html")
+        planted = last_user_message(messages) in faults.get("wrong", [])
+        content = (wrong_answer if planted else right_answer)(messages, json_mode)
+        if json_mode and faults.get("prose"):
+            content = f"Sure! The digest is {content}"
+        state["answered"] += 1
+        times = faults.get("usage_times", 1)
+        prompt = sum(word_tokens(message["content"]) for message in messages) * times
+        completion = word_tokens(content) * times
+        reply = {
+            "id": f"chatcmpl-{number}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": MODEL_NAME,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        }
+        if not faults.get("no_usage"):
+            reply["usage"] = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
+        return reply
+
+    return app
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--key", default=None)
+    arguments = parser.parse_args()
+    uvicorn.run(create_app(arguments.key), host="127.0.0.1", port=arguments.port, log_level="warning")
