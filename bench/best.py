@@ -66,19 +66,14 @@ def log_store(folder: Path, n_runs: int) -> None:
     from omegaconf import OmegaConf
 
     from sweep.evaluation import score
+    from sweep.evaluation.leaderboard import build
+    from sweep.evaluation.record import trial_record
     from sweep.formats.corpus import load_corpus
     from sweep.formats.golden import load_golden
     from sweep.formats.runs import Run
-    from sweep.tracking import (
-        finish_sweep,
-        log_config,
-        log_evaluation,
-        log_golden_input,
-        log_results,
-        log_stats,
-        start_sweep,
-        trial_run,
-    )
+    from sweep.tracking.lifecycle import trial_run
+    from sweep.tracking.records import save_record
+    from sweep.tracking.sweeps import finish_sweep, start_sweep
 
     os.chdir(folder)
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{folder / 'mlflow.db'}"
@@ -102,12 +97,15 @@ def log_store(folder: Path, n_runs: int) -> None:
                 rankings[q.id] = [(d, 1.0 - r / 10) for r, d in enumerate(docs)]
             run = Run.from_ranked(rankings)
             with trial_run("golden-sweep", " ".join(overrides)):
-                log_config(OmegaConf.to_container(cfg, resolve=True), overrides, choices)
-                log_evaluation(score(golden, run))
-                log_golden_input(golden, corpus)
-                log_results(run)
-                log_stats({"latency/search_ms_p50": float(rng.uniform(0.5, 20)), "index/bytes": 1000.0 * i})
-    finish_sweep()
+                costs = {"latency/search_ms_p50": float(rng.uniform(0.5, 20)), "index/bytes": 1000.0 * i}
+                config = OmegaConf.to_container(cfg, resolve=True)
+                save_record(
+                    trial_record(
+                        " ".join(overrides), config, overrides, choices, evaluation=score(golden, run), calibration=None,
+                        golden=golden, corpus=corpus, delivered_chunks={}, parts={}, stats=costs,
+                    )
+                )  # fmt: skip
+    finish_sweep(build)
 
 
 def run(argv: list[str], env: dict[str, str], cwd: Path) -> str:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sweep.best import best_config
-    from sweep.evaluation.comparison import compare_runs
+    from sweep.compare import compare_runs
     from sweep.evaluation.scoring import Evaluation, score
     from sweep.experiment.trial import run_trial
     from sweep.formats.corpus import load_corpus
@@ -35,7 +35,7 @@ _PUBLIC = {
     "Run": "sweep.formats.runs",
     "score": "sweep.evaluation.scoring",
     "Evaluation": "sweep.evaluation.scoring",
-    "compare_runs": "sweep.evaluation.comparison",
+    "compare_runs": "sweep.compare",
     "run_trial": "sweep.experiment.trial",
     "best_config": "sweep.best",
     "Retriever": "sweep.retrieval.base",

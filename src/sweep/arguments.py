@@ -15,11 +15,11 @@ def positive_int(text: str) -> int:
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
     """`sweep.compare`'s and `sweep.check`'s options: where `best` looks, and the resampling."""
-    from sweep import tracking
     from sweep.evaluation.significance import RESAMPLES, SEED
+    from sweep.tracking.store import DEFAULT_EXPERIMENT
 
     parser.add_argument(
-        "--experiment", default=tracking.DEFAULT_EXPERIMENT, help="where `best` looks (default %(default)r)"
+        "--experiment", default=DEFAULT_EXPERIMENT, help="where `best` looks (default %(default)r)"
     )
     parser.add_argument("--seed", type=int, default=SEED, help="resampling seed (default %(default)s)")
     parser.add_argument(

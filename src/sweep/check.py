@@ -26,8 +26,9 @@ import sys
 from collections.abc import Sequence
 
 from sweep.arguments import add_common_options
+from sweep.compare import compare_runs
 from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.evaluation.comparison import compare_runs, gate
+from sweep.evaluation.comparison import gate
 from sweep.evaluation.registry import HEADLINE
 from sweep.reporting.comparison import gate_lines
 from sweep.tracking.resolve import run_pairs

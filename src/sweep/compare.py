@@ -23,8 +23,9 @@ runs (1 / its `mrr`). Resampling is seeded: the same runs give the same interval
 
 The comparison is logged as artifacts of B: `compare/<A's run id>.md` and `.json`.
 
-The statistics are `sweep.evaluation.comparison` (`compare_runs` from Python), the runs' lookup
-`sweep.tracking.resolve`, the Markdown and JSON `sweep.reporting.comparison`.
+From Python: `sweep.compare_runs(a, b)`. The statistics are `sweep.evaluation.comparison`, the
+runs' lookup `sweep.tracking.resolve`, their records `sweep.tracking.records`, the Markdown and
+JSON `sweep.reporting.comparison`.
 """
 
 from __future__ import annotations
@@ -37,13 +38,37 @@ from collections.abc import Sequence
 
 from mlflow.exceptions import MlflowException
 
-from sweep import tracking
 from sweep.arguments import add_common_options, metric_list
 from sweep.errors import InputError, exit_2_on_bad_input, one_line
-from sweep.evaluation.comparison import FLIP_AT, compare_runs
+from sweep.evaluation.comparison import FLIP_AT, Comparison, compare_records, require_evaluation
 from sweep.evaluation.registry import HEADLINE
+from sweep.evaluation.significance import RESAMPLES, SEED
 from sweep.reporting.comparison import comparison_json, comparison_markdown
+from sweep.tracking.digests import check_legacy_size, check_same_golden_set
+from sweep.tracking.reading import LoggedRun
+from sweep.tracking.records import load_record, log_comparison
 from sweep.tracking.resolve import run_pairs
+
+
+def compare_runs(
+    a: LoggedRun | str,
+    b: LoggedRun | str,
+    metrics: Sequence[str] | None = None,
+    headline: str | None = None,
+    flip_at: float = FLIP_AT,
+    seed: int = SEED,
+    resamples: int = RESAMPLES,
+) -> Comparison:
+    """Run B against run A, each an MLflow run id or a run read already (`sweep.tracking.reading`):
+    their records through `sweep.evaluation.comparison.compare_records`. Both must be scored on
+    the same golden set (tag `data.golden_digest`); a run that did not finish is one line with its
+    status and why it stopped."""
+    a_record, b_record = load_record(a), load_record(b)
+    for record in (a_record, b_record):
+        require_evaluation(record)
+    check_same_golden_set(a_record, b_record)
+    check_legacy_size(a_record.golden_digest, max(len(a_record.per_query), len(b_record.per_query)))
+    return compare_records(a_record, b_record, metrics, headline, flip_at, seed, resamples)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_log:
         for c in comparisons:
             try:
-                tracking.log_comparison(c.b.run_id, c.a.run_id, comparison_markdown(c), comparison_json(c))
+                log_comparison(c.b.run_id, c.a.run_id, comparison_markdown(c), comparison_json(c))
             except (OSError, MlflowException) as error:  # a read-only store or artifact folder: reading is fine
                 raise InputError(
                     f"cannot log the comparison as artifacts of run {c.b.run_id} ({one_line(error)}); "

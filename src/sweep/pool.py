@@ -19,10 +19,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sweep import tracking
 from sweep.arguments import positive_int
 from sweep.errors import InputError, exit_2_on_bad_input
 from sweep.labelling.pool import LATEST, build_pool, runs_to_pool
+from sweep.tracking.reading import LoggedRun
+from sweep.tracking.store import DEFAULT_EXPERIMENT
 
 DEFAULT_DEPTH = 10
 
@@ -34,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
         "--sweep", metavar="PARENT_RUN_ID", help=f"pool the finished children of this sweep (`{LATEST}`: the last one)"
     )
     parser.add_argument(
-        "--experiment", default=tracking.DEFAULT_EXPERIMENT, help="where `--sweep latest` looks (default %(default)r)"
+        "--experiment", default=DEFAULT_EXPERIMENT, help="where `--sweep latest` looks (default %(default)r)"
     )
     parser.add_argument(
         "--depth", type=positive_int, default=DEFAULT_DEPTH, help="top documents per run (default %(default)s)"
@@ -45,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _skipping(child: tracking.LoggedRun) -> None:
+def _skipping(child: LoggedRun) -> None:
     print(f"note: skipping {child.run_id} ({child.overrides}): {child.status}", file=sys.stderr)
 
 

@@ -22,22 +22,20 @@ from helpers.servers import free_port
 from helpers.stores import copy_blank_store
 from sweep import check, compare
 from sweep.evaluation.comparison import paired_table
+from sweep.evaluation.leaderboard import build
+from sweep.evaluation.record import TrialRecord
 from sweep.evaluation.registry import lower_is_better
 from sweep.formats.corpus import Corpus, Document
 from sweep.formats.golden import GoldenSet
-from sweep.tracking import (
-    PARENT_RUN,
-    finish_sweep,
-    log_golden_input,
-    start_sweep,
-    trial_run,
-)
+from sweep.tracking.lifecycle import PARENT_RUN, trial_run
+from sweep.tracking.records import save_record
+from sweep.tracking.sweeps import finish_sweep, start_sweep
 
 
 def log_failed(golden_set: GoldenSet) -> str:
     """A run that failed after logging its golden set: no per-question table."""
     with pytest.raises(RuntimeError), trial_run(EXPERIMENT, "failed") as run:
-        log_golden_input(golden_set, Corpus((Document("d", "text"),)))
+        save_record(TrialRecord("failed", {}, golden=golden_set, corpus=Corpus((Document("d", "text"),))))
         raise RuntimeError("the index could not be built")
     return run.run_id
 
@@ -46,7 +44,7 @@ def log_sweep(children: dict[str, dict[str, list[str]]], *extra: str) -> str:
     parent = start_sweep(EXPERIMENT, ["-m", f"model={','.join(children)}", *extra], "ndcg_at_10")
     for name, results in children.items():
         log_run(name, golden(), results, *extra)
-    finish_sweep()
+    finish_sweep(build)
     return parent
 
 

@@ -15,10 +15,12 @@ from helpers.logged import BROKEN, EXPERIMENT, golden, log_run, rankings
 from helpers.stores import copy_blank_store
 from sweep import best
 from sweep.best import best_config, find_best
-from sweep.evaluation.leaderboard import ConfigRun, build, differing_keys, minimum_detectable_effect, rank
+from sweep.evaluation.leaderboard import build, differing_keys, minimum_detectable_effect, rank
+from sweep.evaluation.record import TrialRecord
 from sweep.evaluation.significance import randomization_p
 from sweep.experiment.cli import close_sweep
-from sweep.tracking import PARENT_RUN, SweepSummary, start_sweep
+from sweep.tracking.lifecycle import PARENT_RUN
+from sweep.tracking.sweeps import SweepSummary, start_sweep
 
 
 def per_question(values: np.ndarray, start: int = 0) -> pd.Series:
@@ -99,7 +101,7 @@ def test_a_true_difference_of_one_mde_is_detected_about_80_percent_of_the_time()
     assert 0.72 <= np.mean(detected) <= 0.88
 
 
-def config_run(run_id: str, status: str, values: pd.Series | None, **params: str) -> ConfigRun:
+def config_run(run_id: str, status: str, values: pd.Series | None, **params: str) -> TrialRecord:
     per_query = None
     if values is not None:
         per_query = pd.DataFrame(
@@ -110,7 +112,9 @@ def config_run(run_id: str, status: str, values: pd.Series | None, **params: str
         if status == "FINISHED"
         else {}
     )
-    return ConfigRun(run_id, " ".join(f"{k}={v}" for k, v in params.items()), status, metrics, params, per_query)
+    tables = {} if per_query is None else {"per_query": per_query}
+    overrides = tuple(f"{k}={v}" for k, v in params.items())
+    return TrialRecord(run_id, {}, overrides, metrics=metrics, tables=tables, run_id=run_id, status=status, params=params)
 
 
 def test_build_ranks_finished_runs_then_lists_the_others_in_start_order():

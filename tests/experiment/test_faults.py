@@ -32,7 +32,7 @@ from sweep.formats.corpus import load_corpus
 from sweep.formats.golden import load_golden
 from sweep.formats.runs import Run
 from sweep.retrieval.cache import EmbeddingCache, _umask
-from sweep.tracking import kill_orphans, process_tags
+from sweep.tracking.lifecycle import kill_orphans, process_tags
 
 # ---------------------------------------------------------------- 1. settings, before anything runs
 

@@ -24,10 +24,9 @@ from omegaconf import OmegaConf
 from helpers.commands import runs_in, sweep
 from helpers.processes import start_code
 from helpers.servers import free_port, stop_group, wait_until_answering
-from sweep import tracking
 from sweep.experiment.cli import ParentRunCallback, connecting_to_a_ray_cluster, preflight
 from sweep.retrieval.cache import EmbeddingCache
-from sweep.tracking import MAX_RUN_NAME, run_name
+from sweep.tracking.lifecycle import MAX_RUN_NAME, run_name
 
 TWO_BY_TWO = ("chunk=64,128", "index=flat,hnsw")
 JOBLIB = ("hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
@@ -173,8 +172,9 @@ LOG_THE_GOLDEN_SET = """
 import os, sys, time
 from pathlib import Path
 import mlflow
-from sweep import tracking
+from sweep.evaluation.record import TrialRecord
 from sweep.formats.corpus import load_corpus
+from sweep.tracking.records import save_record
 from sweep.formats.golden import load_golden
 folder, experiment_id, barrier = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 corpus = load_corpus(f"{folder}/corpus.jsonl")
@@ -184,7 +184,7 @@ with mlflow.start_run(experiment_id=experiment_id):
     while not (barrier / "go").exists():
         time.sleep(0.01)
     time.sleep(max(0.0, float((barrier / "go").read_text()) - time.time()))
-    tracking.log_golden_input(golden, corpus)
+    save_record(TrialRecord("worker", {}, golden=golden, corpus=corpus))
 """
 
 
@@ -265,7 +265,7 @@ def test_a_parent_run_the_store_refuses_stops_the_sweep_before_any_combination(m
     def refused(*args, **kwargs):
         raise RuntimeError("value too long for type character varying(250)\nSQL: INSERT INTO runs ...")
 
-    monkeypatch.setattr(tracking, "start_sweep", refused)
+    monkeypatch.setattr("sweep.experiment.cli.start_sweep", refused)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
     with pytest.raises(SystemExit) as exited:  # not a warning from Hydra and a sweep of orphans
         ParentRunCallback().on_multirun_start(OmegaConf.create(SWEEP_CONFIG))

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from helpers.data import golden_of, ranked
 from sweep.evaluation import score
+from sweep.evaluation.record import trial_record
 from sweep.formats.corpus import Corpus, Document
 from sweep.formats.golden import GoldenSet
-from sweep.tracking import log_config, log_evaluation, log_golden_input, log_stats, trial_run
+from sweep.tracking.lifecycle import trial_run
+from sweep.tracking.records import save_record
 
 EXPERIMENT = "golden-sweep"
 
@@ -48,8 +50,14 @@ def log_run(
     `extra`: overrides besides `model=<name>`; `costs`: what the pipeline measured (latency ...)."""
     corpus = Corpus(tuple(Document(d, "text") for q in golden_set for d in q.relevant))
     with trial_run(EXPERIMENT, name) as run:
-        log_config({"model": name}, [f"model={name}", *extra], {"model": name})
-        log_evaluation(score(golden_set, ranked(results)))
-        log_golden_input(golden_set, corpus)
-        log_stats(costs or {})
+        save_record(scored_record(name, golden_set, corpus, score(golden_set, ranked(results)), *extra, stats=costs))
     return run.run_id
+
+
+def scored_record(name, golden, corpus, evaluation, *extra: str, stats=None, calibration=None, parts=None):
+    """The record a trial of config `{"model": name}` (overrides `model=<name>` and `extra`) makes of `evaluation`."""
+    return trial_record(
+        name, {"model": name}, [f"model={name}", *extra], {"model": name},
+        evaluation=evaluation, calibration=calibration, golden=golden, corpus=corpus,
+        delivered_chunks={}, parts=parts or {}, stats=stats or {},
+    )  # fmt: skip

@@ -51,7 +51,7 @@ WANTED = [
     "PIL.BmpImagePlugin", "PIL.GifImagePlugin", "PIL.JpegImagePlugin", "PIL.PpmImagePlugin",
     "sweep.best", "sweep.check", "sweep.compare", "sweep.evaluate", "sweep.experiment.cli",
     "sweep.experiment.trial", "sweep.retrieval.dense", "sweep.retrieval.index", "sweep.retrieval.lexical",
-    "sweep.retrieval.pipeline", "sweep.tracking.lifecycle", "sweep.tracking.logger", "sweep.tracking.sweeps",
+    "sweep.retrieval.pipeline", "sweep.tracking.lifecycle", "sweep.tracking.records", "sweep.tracking.sweeps",
 ]  # fmt: skip
 
 

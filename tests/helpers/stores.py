@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from helpers import processes
-from sweep.tracking import PARENT_RUN
+from sweep.tracking.lifecycle import PARENT_RUN
 
 # root ignores file modes: a command that must meet a read-only file runs without these powers
 FILE_MODE_POWERS = (1, 2, 3)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER (linux/capability.h)

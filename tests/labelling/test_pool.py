@@ -17,10 +17,12 @@ import pytest
 from helpers import processes
 from helpers.data import golden_of
 from sweep import pool
+from sweep.evaluation.record import TrialRecord
 from sweep.formats.corpus import Corpus, Document, load_corpus
 from sweep.formats.golden import load_golden
 from sweep.formats.runs import Run
-from sweep.tracking import PARENT_RUN, log_golden_input, log_results, trial_run
+from sweep.tracking.lifecycle import PARENT_RUN, trial_run
+from sweep.tracking.records import save_record
 
 
 def parent_of(store: str, child: str) -> str:
@@ -167,8 +169,8 @@ def test_bad_input_is_one_line_and_exit_2(in_store, small_kb_files, tmp_path, ca
     edited = tmp_path / "edited-corpus.jsonl"  # one word changed: chunk offsets might not match any more
     edited.write_text((small_kb_files / "corpus.jsonl").read_text().replace("policy", "Policy", 1))
     with trial_run("pool-test-other", "other golden set") as run:  # an experiment of its own: `best` ignores it
-        log_golden_input(golden_of({"x": {"d": 1}}), Corpus((Document("d", "text"),)))
-        log_results(Run.from_ranked({"x": [("d", 1.0)]}))
+        golden_set, corpus = golden_of({"x": {"d": 1}}), Corpus((Document("d", "text"),))
+        save_record(TrialRecord(run.run_id, {}, results=Run.from_ranked({"x": [("d", 1.0)]}), golden=golden_set, corpus=corpus))
     cases = [
         ([], "give either --sweep PARENT_RUN_ID or one or more RUN_IDs"),
         (["--sweep", parent, children["bm25"]], "give either --sweep"),

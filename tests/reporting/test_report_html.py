@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 
 from sweep.evaluation.leaderboard import (
-    ConfigRun,
     SweepResults,
     build,
     differing_keys,
     minimum_detectable_effect,
     rank,
 )
+from sweep.evaluation.record import TrialRecord
 from sweep.reporting.configs import config_labels, settings_that_differ, shared_overrides, split_overrides
 from sweep.reporting.html import contrast, render
 from sweep.reporting.svg import Point, pareto_svg
@@ -201,7 +201,10 @@ def test_a_sweep_whose_finished_runs_have_no_value_says_so():
     unlabelled = pd.DataFrame(
         {"qid": ["q1", "q2"], "question": ["a", "b"], "type": ["factoid"] * 2, OBJECTIVE: [np.nan, np.nan]}
     )
-    runs = [ConfigRun(f"r-{m}", f"model={m} {SHARED}", "FINISHED", {}, {"model": m}, unlabelled) for m in ("x", "y")]
+    runs = [
+        TrialRecord(f"r-{m}", {}, (f"model={m}", SHARED), tables={"per_query": unlabelled}, run_id=f"r-{m}", status="FINISHED", params={"model": m})
+        for m in ("x", "y")
+    ]
     results = build(OBJECTIVE, runs)
     page = render(results, "unlabelled")
     assert "needs two finished configurations" not in page

@@ -8,7 +8,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from helpers.commands import compose_config
-from sweep.tracking import current_targets, legacy_targets
+from sweep.tracking.legacy import current_targets, legacy_targets
 from sweep.tracking.sweeps import config_digests
 
 OLD_BM25 = {"_target_": "sweep.lexical.BM25Retriever", "k1": 1.5, "b": 0.75, "method": "lucene"}

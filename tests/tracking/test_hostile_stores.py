@@ -26,19 +26,12 @@ from helpers.commands import one_error_line, sweep, sweep_command, wait_for
 from helpers.data import golden_of
 from helpers.logged import BROKEN, golden, log_run, rankings
 from helpers.stores import command, copy_blank_store, leave_a_hot_journal, on_a_full_disk, relocate, states
+from sweep.evaluation.record import TrialRecord
 from sweep.formats.corpus import Corpus, Document
-from sweep.tracking import (
-    GOLDEN_DIGEST,
-    PARENT_RUN,
-    SUPERSEDED_BY,
-    connect,
-    golden_dataset,
-    golden_digest,
-    log_golden_input,
-    scored_on,
-    trial_run,
-    use_experiment,
-)
+from sweep.tracking.digests import GOLDEN_DIGEST, golden_dataset, golden_digest, scored_on
+from sweep.tracking.lifecycle import PARENT_RUN, trial_run
+from sweep.tracking.records import save_record
+from sweep.tracking.store import SUPERSEDED_BY, connect, use_experiment
 
 # 2 lexical combinations on whole documents: a kill lands before, in or after either (most of a
 # sweep's time is its own start and end), and each killed sweep and its resume are quick
@@ -48,7 +41,7 @@ SWEEP = ("-m", "model=bm25,tfidf", "chunk=0")
 def log_failed(golden_set) -> str:
     """A run that failed after logging its golden set, with the `error` tag saying why."""
     with pytest.raises(RuntimeError), trial_run("golden-sweep", "failed") as run:
-        log_golden_input(golden_set, Corpus((Document("d", "text"),)))
+        save_record(TrialRecord("failed", {}, golden=golden_set, corpus=Corpus((Document("d", "text"),))))
         raise RuntimeError("the index could not be built")
     return run.run_id
 

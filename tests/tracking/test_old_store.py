@@ -27,7 +27,9 @@ from helpers.paths import OLD_STORE
 from helpers.stores import relocate
 from sweep.best import best_config, find_best
 from sweep.experiment.trial import build_pipeline, combination_digests
-from sweep.tracking import CONFIG_DIGEST, PARENT_RUN, SUPERSEDED_BY, current_targets, legacy_targets
+from sweep.tracking.legacy import current_targets, legacy_targets
+from sweep.tracking.lifecycle import PARENT_RUN
+from sweep.tracking.store import CONFIG_DIGEST, SUPERSEDED_BY
 
 PARENT = "4fa86a666ac04e8fbd35dfc15ea58930"
 FLAT = "cfd907d5bb06431dac6e16ec1f023fe8"  # chunk=0 index=flat, FINISHED

@@ -20,14 +20,10 @@ from helpers.commands import compose_config, one_error_line, runs_in, sweep, swe
 from sweep.errors import InputError
 from sweep.experiment.cli import preflight, quoted
 from sweep.experiment.trial import combination_digests
-from sweep.tracking import (
-    CONFIG_DIGEST,
-    SUPERSEDED_BY,
-    job_environment,
-    process_tags,
-    resumable_sweep,
-    sweep_children,
-)
+from sweep.tracking.lifecycle import process_tags
+from sweep.tracking.reading import sweep_children
+from sweep.tracking.store import CONFIG_DIGEST, SUPERSEDED_BY
+from sweep.tracking.sweeps import job_environment, resumable_sweep
 
 # lexical: a combination runs about a second (the 3rd, the first with chunk=200, also loads the
 # tokenizer), and the kill, sent within a poll (0.1 s) of its start, lands in it

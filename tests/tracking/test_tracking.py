@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -17,19 +18,12 @@ from sweep import errors
 from sweep.errors import InputError, Interrupted
 from sweep.evaluation import score
 from sweep.evaluation.abstention import calibrate
+from sweep.evaluation.record import Part, trial_record
 from sweep.formats.corpus import Corpus, Document
 from sweep.formats.runs import Run
-from sweep.tracking import (
-    flatten,
-    log_calibration,
-    log_config,
-    log_evaluation,
-    log_golden_input,
-    log_stats,
-    metric_key,
-    trial_run,
-    use_experiment,
-)
+from sweep.reporting.plots import close_figures, trial_figures
+from sweep.tracking.lifecycle import trial_run
+from sweep.tracking.records import flatten, load_record, metric_key, save_record
 
 
 @pytest.fixture
@@ -58,13 +52,13 @@ def test_a_run_receives_metrics_tables_dataset_and_tags(store):
     )
     evaluation = score(golden, ranked({"q1": ["a"], "q2": ["x", "b"]}), ["recall_at_1", "mrr", "abstain/correct_rate"])
     corpus = Corpus((Document("a", "text a"), Document("b", "text b")))
+    record = trial_record(
+        "index=flat", {"index": {"_target_": "sweep.retrieval.index.FlatIndex"}, "chunk": 256}, ["index=flat"],
+        {"index": "flat"}, evaluation=evaluation, calibration=None, golden=golden, corpus=corpus, delivered_chunks={},
+        parts={}, stats={"time/embed_s": 1.5, "abstain/suggested_min_score": float("-inf")},
+    )  # fmt: skip
     with trial_run("golden-sweep-test", "index=flat") as run:
-        log_config(
-            {"index": {"_target_": "sweep.retrieval.index.FlatIndex"}, "chunk": 256}, ["index=flat"], {"index": "flat"}
-        )
-        log_evaluation(evaluation)
-        log_golden_input(golden, corpus)
-        log_stats({"time/embed_s": 1.5, "abstain/suggested_min_score": float("-inf")})
+        save_record(record)
     experiment_id = run.experiment_id
     client = mlflow.MlflowClient()
     logged = client.get_run(run.run_id)
@@ -99,6 +93,32 @@ def test_a_run_receives_metrics_tables_dataset_and_tags(store):
     assert len(inputs) == 1 and inputs[0].dataset.digest == logged.data.tags["data.golden_digest"]
 
 
+def test_a_record_read_back_is_the_record_saved(store):
+    golden = golden_of({"q1": {"a": 1}, "q2": {"b": 2}, "u": {}}, types={"q1": "factoid", "q2": "howto", "u": "none"})
+    evaluation = score(golden, ranked({"q1": ["a", "b"], "q2": ["x", "b"]}))
+    chunks = {"q1": [{"doc": "a", "start": 0, "end": 4, "score": 0.9}], "q2": [], "u": []}
+    parts = {"bm25": Part({"mrr": 0.5}, {"q1": [["b", 0, 4, 3.5]], "q2": [["b", 0, 4, 1.0]]}), "dense": Part({"mrr": 1.0}, {})}
+    corpus = Corpus((Document("a", "text a"), Document("b", "text b")))
+    saved = trial_record(
+        "model=hybrid", {"model": {"fusion": "rrf"}}, ["model=hybrid"], {"model": "hybrid"}, evaluation=evaluation,
+        calibration=calibrate(evaluation), golden=golden, corpus=corpus, delivered_chunks=chunks, parts=parts,
+        stats={"latency/search_ms_p50": 3.5},
+    )  # fmt: skip
+    with trial_run("golden-sweep-test", saved.name) as run:
+        save_record(saved)
+    loaded = load_record(run.run_id, every_table=True, results=True, chunks=True, hits=True, config=True)
+    assert (loaded.run_id, loaded.status, loaded.label) == (run.run_id, "FINISHED", "model=hybrid")
+    assert (loaded.config, loaded.overrides, loaded.choices) == (saved.config, saved.overrides, saved.choices)
+    assert loaded.metrics == {metric_key(k): v for k, v in saved.metrics.items() if math.isfinite(v)}
+    assert set(loaded.tables) == set(saved.tables)
+    for name, table in saved.tables.items():
+        expected = json.loads(table.to_json(orient="split", index=False))
+        assert json.loads(loaded.tables[name].to_json(orient="split", index=False)) == expected, name
+    assert loaded.results.rankings(10) == saved.results.rankings(10) and loaded.delivered_chunks == chunks
+    assert loaded.parts == {"bm25": parts["bm25"], "dense": Part({"mrr": 1.0}, {})}
+    assert loaded.golden_digest == loaded.tags["data.golden_digest"] and loaded.golden is None
+
+
 def test_a_trial_that_fails_is_a_failed_run_that_says_why(store):
     with pytest.raises(InputError), trial_run("golden-sweep-test", "chunk=-3"):
         raise InputError("chunk=-3: the chunk size must be a whole number of tokens >= 0")
@@ -112,21 +132,25 @@ def test_a_calibration_logs_its_threshold_metrics_table_and_plot(store):
     run = Run.from_ranked(
         {"a1": [("d1", 0.9)], "a2": [("x", 0.8), ("d2", 0.7)], "u1": [("x", 0.3)], "u2": [("y", 0.1)]}
     )
-    calibration = calibrate(score(golden, run, ["recall_at_5", "mrr", "abstain/correct_rate", "abstain/false_rate"]))
-    use_experiment("golden-sweep-test")
-    with mlflow.start_run() as logged_run:
-        log_calibration(calibration)
+    evaluation = score(golden, run, ["recall_at_5", "mrr", "abstain/correct_rate", "abstain/false_rate"])
+    calibration = calibrate(evaluation)
+    record = trial_record(
+        "default", {}, [], {}, evaluation=evaluation, calibration=calibration, golden=golden,
+        corpus=Corpus((Document("d1", "one"), Document("d2", "two"))), delivered_chunks={}, parts={}, stats={},
+    )  # fmt: skip
+    figures = trial_figures(record)
+    with trial_run("golden-sweep-test", "default") as logged_run:
+        save_record(record, {path: f for path, f in figures.items() if "abstention" in path})
+    close_figures(figures)
     client = mlflow.MlflowClient()
-    metrics = client.get_run(logged_run.info.run_id).data.metrics
+    metrics = client.get_run(logged_run.run_id).data.metrics
     assert metrics["abstain/suggested_min_score"] == 0.8
     assert metrics["abstain/at_suggested/recall_at_5"] == 1.0
     assert metrics["abstain/at_suggested/abstain/correct_rate"] == 1.0
     assert metrics["abstain/at_suggested/mrr"] == 0.75
-    assert {a.path for a in client.list_artifacts(logged_run.info.run_id, "plots")} == {
-        "plots/abstention_calibration.png"
-    }
-    assert {a.path for a in client.list_artifacts(logged_run.info.run_id, "tables")} == {"tables/abstention_curve.json"}
-    artifacts = store / "mlruns" / logged_run.info.run_id / "artifacts"
+    assert {a.path for a in client.list_artifacts(logged_run.run_id, "plots")} == {"plots/abstention_calibration.png"}
+    assert "tables/abstention_curve.json" in {a.path for a in client.list_artifacts(logged_run.run_id, "tables")}
+    artifacts = store / "mlruns" / logged_run.run_id / "artifacts"
     assert (artifacts / "plots" / "abstention_calibration.png").read_bytes().startswith(b"\x89PNG")
     table = json.loads((artifacts / "tables" / "abstention_curve.json").read_text())
     assert table["columns"] == ["threshold", "correct_rate", "false_rate", "recall_at_5", "balanced_accuracy"]

@@ -10,8 +10,9 @@ says so). A question flips when its headline value is on different sides of `fli
 runs; each flip shows the rank of the first relevant document in both runs (1 / its `mrr`).
 Resampling is seeded: the same runs give the same intervals and p-values.
 
-From Python: `compare_runs(a, b)` with two MLflow run ids (or `tracking.LoggedRun`s), or
-`compare_per_query` with two per-question tables (`tables/per_query.json`) and no MLflow at all.
+From Python: `sweep.compare_runs(a, b)` with two MLflow run ids, `compare_records` with two
+records (`sweep.evaluation.record`), or `compare_per_query` with two per-question tables
+(`tables/per_query.json`) and no MLflow at all.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE, HEADLINE, 
 from sweep.evaluation.significance import RESAMPLES, SEED, check_resamples, compare, holm, paired
 
 if TYPE_CHECKING:
-    from sweep.tracking import LoggedRun
+    from sweep.evaluation.record import TrialRecord
 
 QUESTION_COLUMNS = ("qid", "type", "question", "answerable", "n_retrieved", "top_score", "abstained")
 RANK_FROM = "mrr"  # 1 / rank of the first relevant document: the rank, back
@@ -107,8 +108,8 @@ def first_relevant_rank(values: pd.DataFrame, qid: str) -> int | None:
 
 @dataclass(frozen=True)
 class Comparison:
-    a: LoggedRun  # or any record with run_id, name, overrides and golden_digest
-    b: LoggedRun
+    a: TrialRecord  # or anything with run_id, name and label
+    b: TrialRecord
     n_questions: int  # questions present in both runs
     metrics: pd.DataFrame  # paired_table over all questions
     per_type: dict[str, pd.DataFrame]  # paired_table per question type
@@ -143,30 +144,28 @@ def check_metrics(names: Sequence[str], known: Sequence[str], option: str) -> No
         raise InputError(f"{option} {','.join(unknown)}: not a metric of these runs; known: {', '.join(known)}")
 
 
-def compare_runs(
-    a: LoggedRun | str,
-    b: LoggedRun | str,
+def require_evaluation(record: TrialRecord) -> None:
+    """One line with the status of a run that holds no evaluation, and why it stopped (its `error` tag)."""
+    if record.per_query is None:
+        why = record.tags.get("error", "no error recorded")
+        raise InputError(f"run {record.run_id} {record.status} ({why}): it holds no evaluation to compare")
+
+
+def compare_records(
+    a: TrialRecord,
+    b: TrialRecord,
     metrics: Sequence[str] | None = None,
     headline: str | None = None,
     flip_at: float = FLIP_AT,
     seed: int = SEED,
     resamples: int = RESAMPLES,
 ) -> Comparison:
-    """Run B against run A, each an MLflow run id or a `tracking.LoggedRun` (see the module's doc):
-    their logged per-question tables through `compare_per_query`. Both must be scored on the same
-    golden set (tag `data.golden_digest`, `tracking.check_same_golden_set`); a run that did not
-    finish is one line with its status and why it stopped (its `error` tag)."""
-    from sweep import tracking  # MLflow only when runs are read from a store
-
-    a, b = (tracking.logged_run(run) if isinstance(run, str) else run for run in (a, b))
-    for run in (a, b):
-        if run.status != "FINISHED":
-            why = run.tags.get("error", "no error recorded")
-            raise InputError(f"run {run.run_id} {run.status} ({why}): it holds no evaluation to compare")
-    tracking.check_same_golden_set(a, b)
-    a_frame, b_frame = tracking.load_per_query(a), tracking.load_per_query(b)
-    tracking.check_legacy_size(a.golden_digest, max(len(a_frame), len(b_frame)))
-    return compare_per_query(a, b, a_frame, b_frame, metrics, headline, flip_at, seed, resamples)
+    """Record B against record A (see the module's doc), through `compare_per_query`; a run that
+    did not finish is one line with its status and why it stopped (its `error` tag). That both
+    were scored on the same golden set is the caller's to check (`sweep.tracking.digests`)."""
+    for record in (a, b):
+        require_evaluation(record)
+    return compare_per_query(a, b, a.per_query, b.per_query, metrics, headline, flip_at, seed, resamples)
 
 
 def compare_per_query(
@@ -181,7 +180,7 @@ def compare_per_query(
     resamples: int = RESAMPLES,
 ) -> Comparison:
     """Run B against run A from their per-question tables (`tables/per_query.json`'s columns);
-    `a`, `b` describe the runs (run_id, name, overrides, golden_digest). `metrics`: all both runs
+    `a`, `b` describe the runs (run_id, name, label). `metrics`: all both runs
     have by default; `headline`: the metric of the per-type table and of the flips (nDCG@10 by
     default)."""
     check_resamples(resamples)

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sweep.errors import InputError
+from sweep.evaluation.record import TrialRecord
 from sweep.evaluation.registry import COSTS
 from sweep.evaluation.significance import RESAMPLES, SEED, bootstrap_ci, holm, paired, randomization_p, sample_mean
 
@@ -84,27 +86,15 @@ class SweepResults:
         return self.questions.reindex(order).join(mean).join(values)
 
 
-@dataclass(frozen=True)
-class ConfigRun:
-    """One configuration of a sweep as MLflow holds it (a child run)."""
-
-    run_id: str
-    config: str  # the overrides that made it, e.g. "chunk=256 index=hnsw"
-    status: str  # FINISHED, FAILED, KILLED, RUNNING
-    metrics: Mapping[str, float]
-    params: Mapping[str, str]  # the resolved config flattened, and each group's option
-    per_query: pd.DataFrame | None  # its tables/per_query.json (qid, question, type, metrics); None if not logged
-
-
-def build(objective: str, runs: Sequence[ConfigRun], alpha: float = ALPHA, seed: int = SEED) -> SweepResults:
-    """The sweep's results from its runs (in start order): finished runs ranked by `rank`, the
-    others after them in start order with their status and what metrics they logged."""
+def build(objective: str, runs: Sequence[TrialRecord], alpha: float = ALPHA, seed: int = SEED) -> SweepResults:
+    """The sweep's results from its runs' records (in start order): finished runs ranked by `rank`,
+    the others after them in start order with their status and what metrics they logged."""
     per_query = objective_values(objective, runs)
     ranked = rank(per_query, alpha, seed=seed)
     order = [*ranked.index, *(run.run_id for run in runs if run.run_id not in per_query)]
     by_id = {run.run_id: run for run in runs}
     described = pd.DataFrame(
-        {"config": [by_id[r].config for r in order], "status": [by_id[r].status for r in order]}, index=order
+        {"config": [by_id[r].label for r in order], "status": [by_id[r].status for r in order]}, index=order
     )
     metrics = pd.DataFrame.from_dict({r: dict(by_id[r].metrics) for r in order}, orient="index").reindex(order)
     costs = [c for c in COSTS if c in metrics.columns]
@@ -132,7 +122,7 @@ def build(objective: str, runs: Sequence[ConfigRun], alpha: float = ALPHA, seed:
     )
 
 
-def objective_values(objective: str, runs: Sequence[ConfigRun]) -> dict[str, pd.Series]:
+def objective_values(objective: str, runs: Sequence[TrialRecord]) -> dict[str, pd.Series]:
     """Run id -> the objective per question (index qid), for the finished runs whose per-question
     table has it, in the order of `runs`."""
     scored = [r for r in runs if r.status == "FINISHED" and r.per_query is not None and objective in r.per_query]
@@ -206,3 +196,30 @@ def differing_keys(params: Mapping[str, Mapping[str, str]]) -> pd.DataFrame:
     frame = pd.DataFrame.from_dict(dict(params), orient="index")
     varies = [key for key in frame.columns if frame[key].nunique(dropna=False) > 1]
     return frame[sorted(varies)]
+
+
+def cheapest_tied(metric: str, records: Sequence[TrialRecord], prefer: str) -> tuple[TrialRecord, str]:
+    """The record with the lowest `prefer` (a cost metric) among `records` tied with the best by
+    `metric` (`rank`; the better-ranked one on equal cost; a record without `prefer` comes last),
+    and why, in one line. No tied record with `prefer` is an error, not a choice by NaN."""
+    board = rank(objective_values(metric, records), intervals=False)
+    if board["mean"].isna().all():
+        raise InputError(
+            f"--among tied: {metric!r} is not a per-question metric (tables/per_query.json has no such column)"
+        )
+    tied = board[board["tied_with_best"]]
+    by_id = {record.run_id: record for record in records}
+    cost = pd.Series([by_id[r].metrics.get(prefer, np.nan) for r in tied.index], index=tied.index, dtype=float)
+    if cost.isna().all():
+        known = sorted({name for r in tied.index for name in by_id[r].metrics if name in COSTS})
+        raise InputError(
+            f"--prefer {prefer!r}: no run tied with the best has this metric ({len(tied)} tied; the costs they "
+            f"have: {', '.join(known) or 'none'})"
+        )
+    chosen = cost.fillna(np.inf).sort_values(kind="stable").index[0]
+    leader = board.index[0]
+    why = (
+        f"the lowest {prefer} ({cost[chosen]:.4g}) of {len(tied)} of {len(board)} runs tied with the best "
+        f"(run {leader}: {metric} {board.at[leader, 'mean']:.4f}; Holm-corrected paired test, alpha {ALPHA})"
+    )
+    return by_id[chosen], why

@@ -3,7 +3,8 @@
     from sweep.experiment.trial import run_trial
     trial = run_trial(cfg)            # cfg: the composed config (conf/config.yaml)
 
-Every trial is one MLflow run (`sweep.tracking`); whatever goes wrong inside it is recorded on
+Every trial is one record (`sweep.evaluation.record`), saved as one MLflow run
+(`sweep.tracking.records`); whatever goes wrong inside it is recorded on
 that run before it goes on up. Nothing here knows about Hydra's command line (`sweep.experiment.cli`).
 
 `resume=true` in a sweep: a combination with a FINISHED run among the sweep's children, tagged
@@ -29,15 +30,22 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from sweep import tracking
 from sweep.evaluation import DEFAULT_METRICS, Evaluation, score
 from sweep.evaluation.abstention import Calibration, calibrate
 from sweep.evaluation.context import DEFAULT_CUTOFFS, score_contexts
+from sweep.evaluation.record import Part, TrialRecord, trial_record
 from sweep.formats.corpus import ID_SCHEMES, Corpus, load_corpus
 from sweep.formats.golden import GoldenSet, load_golden
 from sweep.reporting.logs import VERBOSITY
+from sweep.reporting.plots import close_figures, trial_figures
 from sweep.retrieval.pipeline import Pipeline
 from sweep.settings import Cutoffs, Exists, NonEmpty, OneOf, Range, check_config
+from sweep.tracking.digests import scored_on
+from sweep.tracking.lifecycle import RunIds, trial_run
+from sweep.tracking.reading import LoggedRun
+from sweep.tracking.records import metric_key, save_record
+from sweep.tracking.store import CONFIG_DIGEST
+from sweep.tracking.sweeps import config_digests, earlier_runs, supersede
 
 log = logging.getLogger(__name__)
 METRIC = OneOf(DEFAULT_METRICS)
@@ -94,12 +102,13 @@ class Settings:
 
 @dataclass(frozen=True)
 class Trial:
-    mlflow_run: tracking.RunIds
+    mlflow_run: RunIds
     evaluation: Evaluation | None  # None: a resumed sweep's combination that had finished (its earlier run)
     calibration: Calibration | None  # None: the golden set has no unanswerable (or no answerable) question
     objective: float  # the mean of the config's `objective` metric
     stats: dict[str, float] = field(default_factory=dict)  # what the pipeline measured (times, latency, sizes)
     seconds: float = math.nan  # the whole trial, loading and logging included
+    record: TrialRecord | None = None  # None: a resumed sweep's combination that had finished
 
 
 def build_pipeline(cfg: DictConfig) -> Pipeline:
@@ -124,7 +133,7 @@ def load_data(cfg: DictConfig) -> tuple[Corpus, GoldenSet]:
 
 
 def combination_digests(cfg: DictConfig) -> list[str]:
-    """`tracking.config_digests` of `cfg` with the settings that change no measurement set aside
+    """`config_digests` of `cfg` with the settings that change no measurement set aside
     (`NO_RESULT_KEYS`, also where other values refer to them, as the cache's folder): its digest,
     then the one a run logged before the subpackages was tagged with; none when `cfg` cannot be
     resolved (the run records why)."""
@@ -134,23 +143,23 @@ def combination_digests(cfg: DictConfig) -> list[str]:
             for key in NO_RESULT_KEYS:
                 measured[key] = None
             measured.pop(VERBOSITY_KEY, None)  # newer than the digests: left out, so that older runs' still match
-        return tracking.config_digests(OmegaConf.to_container(measured, resolve=True))
+        return config_digests(OmegaConf.to_container(measured, resolve=True))
     except OmegaConfBaseException:
         return []
 
 
 def finished_on_the_same_data(
-    cfg: DictConfig, earlier: Sequence[tracking.LoggedRun]
-) -> tuple[tuple[Corpus, GoldenSet] | None, tracking.LoggedRun | None]:
+    cfg: DictConfig, earlier: Sequence[LoggedRun]
+) -> tuple[tuple[Corpus, GoldenSet] | None, LoggedRun | None]:
     """The data `cfg` names, loaded, and the first of the `earlier` runs that FINISHED on the
-    same corpus and golden set (by their digests, `tracking.scored_on`), or None."""
+    same corpus and golden set (by their digests, `scored_on`), or None."""
     try:
         corpus, golden = load_data(cfg)
     except Exception:  # nothing to compare with: the run loads the data again and records why it cannot
         return None, None
     reads_filters = OmegaConf.select(cfg, "filter._target_") != IGNORES_FILTERS
     same_data = (
-        r for r in earlier if r.status == "FINISHED" and tracking.scored_on(r.tags, golden, corpus, reads_filters)
+        r for r in earlier if r.status == "FINISHED" and scored_on(r.tags, golden, corpus, reads_filters)
     )
     return (corpus, golden), next(same_data, None)
 
@@ -205,24 +214,24 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
     name = " ".join(overrides) or "default"
     digests = combination_digests(cfg)
     digest = digests[0] if digests else None
-    earlier = tracking.earlier_runs(digests) if digests and cfg.get(RESUME) is True else []
+    earlier = earlier_runs(digests) if digests and cfg.get(RESUME) is True else []
     data = None
     if any(run.status == "FINISHED" for run in earlier):
         data, done = finished_on_the_same_data(cfg, earlier)
         if done is not None:
-            objective = done.metrics.get(tracking.metric_key(cfg.objective), math.nan)
-            return Trial(tracking.RunIds(done.run_id, done.experiment_id), None, None, objective)
-    with tracking.trial_run(cfg.experiment, name, {tracking.CONFIG_DIGEST: digest} if digest else None) as mlflow_run:
-        tracking.supersede(earlier, mlflow_run.run_id)
+            objective = done.metrics.get(metric_key(cfg.objective), math.nan)
+            return Trial(RunIds(done.run_id, done.experiment_id), None, None, objective)
+    with trial_run(cfg.experiment, name, {CONFIG_DIGEST: digest} if digest else None) as mlflow_run:
+        supersede(earlier, mlflow_run.run_id)
         check_settings(cfg)
         warn_about_costly_settings(cfg)
         resolved = OmegaConf.to_container(cfg, resolve=True)
         for key in HOW_IT_RUNS:  # how the sweep ran, not what this run measured: the same for all its children
             resolved.pop(key, None)
-        tracking.log_config(resolved, overrides, choices or {})
+        configured = TrialRecord(name, resolved, tuple(overrides), dict(choices or {}))
+        save_record(configured)  # first the config: a run that fails below still says what it was
         pipeline = build_pipeline(cfg)  # cheap: models load when the pipeline first needs them
         corpus, golden = data or load_data(cfg)
-        tracking.log_golden_input(golden, corpus)
         with closing(pipeline.retriever):  # a vector database's collection or table goes, however the run ends
             retrieval = pipeline.retrieve(corpus, golden, name=name)
         start = time.perf_counter()
@@ -232,19 +241,21 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
         evaluation = evaluation.with_context(context)
         warn_about_holes(evaluation, cfg.judged.floor)
         timings = {"time/metrics_s": metrics_s, "time/context_metrics_s": time.perf_counter() - start}
-        tracking.log_stats(retrieval.stats | timings)
-        tracking.log_evaluation(evaluation)
-        for part, answers in retrieval.parts.items():
-            tracking.log_member_evaluation(part, score(golden, answers.results))
-        if retrieval.parts:
-            tracking.log_member_hits(retrieval.parts_by_question())
-        tracking.log_plots(evaluation)
         calibration = calibrate(evaluation, cfg.abstain.calibrate_on)
-        if calibration is not None:
-            tracking.log_calibration(calibration)
-        tracking.log_results(retrieval.results)
-        tracking.log_delivered_chunks(retrieval.delivered_chunks())
+        parts = {
+            part: Part(score(golden, answers.results).mean, answers.hits) for part, answers in retrieval.parts.items()
+        }
+        record = trial_record(
+            name, resolved, overrides, choices or {},
+            evaluation=evaluation, calibration=calibration, golden=golden, corpus=corpus,
+            delivered_chunks=retrieval.delivered_chunks(), parts=parts, stats=retrieval.stats | timings,
+        )  # fmt: skip
+        figures = trial_figures(record, evaluation.headline)
+        try:
+            save_record(record, figures)
+        finally:
+            close_figures(figures)
     stats = retrieval.stats | timings
     return Trial(
-        mlflow_run, evaluation, calibration, evaluation.mean[cfg.objective], stats, time.perf_counter() - began
+        mlflow_run, evaluation, calibration, evaluation.mean[cfg.objective], stats, time.perf_counter() - began, record
     )

@@ -28,13 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sweep import tracking
 from sweep.errors import InputError
 from sweep.formats.corpus import Corpus, load_corpus
 from sweep.formats.golden import GoldenSet, load_golden
-from sweep.formats.runs import Run
 from sweep.labelling.queue import Candidate, Chunk, Header, write_queue
 from sweep.text import listed
+from sweep.tracking.reading import LoggedRun, golden_source, latest_sweep, logged_run, sweep_children
+from sweep.tracking.records import load_record
+from sweep.tracking.store import DEFAULT_EXPERIMENT, connect
 
 LATEST = "latest"  # a sweep given as `latest`: the sweep started last
 SHOWN = 10  # question ids the summary names at most, per line
@@ -44,7 +45,7 @@ SHOWN = 10  # question ids the summary names at most, per line
 class PooledRun:
     """One run's results as pooling needs them."""
 
-    run: tracking.LoggedRun
+    run: LoggedRun
     rankings: dict[str, list[str]]  # qid -> its top-depth documents, best first
     chunks: dict[str, dict[str, dict[str, Any]]]  # qid -> doc -> its best logged chunk
 
@@ -53,7 +54,7 @@ class PooledRun:
 class Pool:
     """The runs pooled, what they were scored on, and each pooled question's candidates."""
 
-    runs: list[tracking.LoggedRun]
+    runs: list[LoggedRun]
     depth: int
     golden: GoldenSet
     corpus: Corpus
@@ -108,19 +109,19 @@ class Pool:
 def runs_to_pool(
     sweep: str | None,
     run_ids: Sequence[str],
-    experiment: str = tracking.DEFAULT_EXPERIMENT,
-    skipping: Callable[[tracking.LoggedRun], None] = lambda child: None,
-) -> list[tracking.LoggedRun]:
+    experiment: str = DEFAULT_EXPERIMENT,
+    skipping: Callable[[LoggedRun], None] = lambda child: None,
+) -> list[LoggedRun]:
     """The finished children of sweep `sweep` (`latest`: the one started last in `experiment`;
     `skipping` is called with each of the others first), or the runs `run_ids`, each a finished evaluation."""
-    tracking.connect(create=False)
+    connect(create=False)
     if sweep == LATEST:
-        sweep = tracking.latest_sweep(experiment)
+        sweep = latest_sweep(experiment)
     if sweep is not None:
-        parent = tracking.logged_run(sweep)
+        parent = logged_run(sweep)
         if not parent.is_sweep:
             raise InputError(f"--sweep {sweep}: not a sweep's parent run (no sweep.parent tag); pass it as a RUN_ID")
-        children = tracking.sweep_children(sweep)
+        children = sweep_children(sweep)
         for child in children:
             if child.status != "FINISHED":
                 skipping(child)
@@ -128,7 +129,7 @@ def runs_to_pool(
         if not runs:
             raise InputError(f"sweep {sweep} has no finished run to pool")
         return runs
-    runs = [tracking.logged_run(run_id) for run_id in dict.fromkeys(run_ids)]
+    runs = [logged_run(run_id) for run_id in dict.fromkeys(run_ids)]
     for run in runs:
         if run.is_sweep:
             raise InputError(f"{run.run_id} is a sweep's parent run: pool its children with --sweep {run.run_id}")
@@ -137,7 +138,7 @@ def runs_to_pool(
     return runs
 
 
-def check_same_data(runs: Sequence[tracking.LoggedRun]) -> None:
+def check_same_data(runs: Sequence[LoggedRun]) -> None:
     """All runs scored on one golden set and searching one corpus, else an error naming them."""
     for run in runs:
         if not run.golden_digest:
@@ -151,10 +152,10 @@ def check_same_data(runs: Sequence[tracking.LoggedRun]) -> None:
             raise InputError(f"the runs were scored on different {what}: {named}; pool runs of one golden set")
 
 
-def golden_path(runs: Sequence[tracking.LoggedRun], given: str | None) -> Path:
+def golden_path(runs: Sequence[LoggedRun], given: str | None) -> Path:
     if given is not None:
         return Path(given)
-    source = tracking.golden_source(runs[0])
+    source = golden_source(runs[0])
     if source is None:
         raise InputError(f"run {runs[0].run_id} has no golden dataset input: give the golden file with --golden")
     path = Path(source)
@@ -163,7 +164,7 @@ def golden_path(runs: Sequence[tracking.LoggedRun], given: str | None) -> Path:
     return path
 
 
-def corpus_of(run: tracking.LoggedRun, given: str | None) -> tuple[Corpus, str]:
+def corpus_of(run: LoggedRun, given: str | None) -> tuple[Corpus, str]:
     """The corpus `run` searched (or `given`, which must have the same content), and its id scheme."""
     ids = run.params.get("golden.corpus_ids", "path")
     source = given or run.tags.get("data.corpus")
@@ -183,11 +184,11 @@ def corpus_of(run: tracking.LoggedRun, given: str | None) -> tuple[Corpus, str]:
     return corpus, ids
 
 
-def read_run(run: tracking.LoggedRun, depth: int) -> PooledRun:
-    results: Run = tracking.load_run_file(run)
-    rankings = {qid: [doc for doc, _ in hits] for qid, hits in results.rankings(depth).items()}
+def read_run(run: LoggedRun, depth: int) -> PooledRun:
+    record = load_record(run, per_query=False, results=True, chunks=True)
+    rankings = {qid: [doc for doc, _ in hits] for qid, hits in record.results.rankings(depth).items()}
     best_chunks: dict[str, dict[str, dict[str, Any]]] = {}
-    for qid, chunks in (tracking.load_retrieved_chunks(run) or {}).items():
+    for qid, chunks in (record.delivered_chunks or {}).items():
         for chunk in chunks:  # best first: the first of each document is its best
             best_chunks.setdefault(qid, {}).setdefault(chunk["doc"], chunk)
     return PooledRun(run, rankings, best_chunks)
@@ -222,12 +223,12 @@ def best_chunk(qid: str, doc: str, by_run: Mapping[str, int], runs: Sequence[Poo
 
 
 def build_pool(
-    runs: Sequence[tracking.LoggedRun], depth: int, golden: str | None = None, corpus: str | None = None
+    runs: Sequence[LoggedRun], depth: int, golden: str | None = None, corpus: str | None = None
 ) -> Pool:
     check_same_data(runs)
     loaded_corpus, ids = corpus_of(runs[0], corpus)
     golden_set = load_golden(golden_path(runs, golden), loaded_corpus, warn=False)
-    evaluated = set(tracking.load_per_query(runs[0])["qid"].astype(str))  # one golden digest: the same questions
+    evaluated = set(load_record(runs[0]).per_query["qid"].astype(str))  # one golden digest: the same questions
     pooled = [read_run(run, depth) for run in runs]
     questions = {q.id: candidates(q.id, q.relevant, pooled, loaded_corpus) for q in golden_set if q.id in evaluated}
     not_pooled = [q.id for q in golden_set if q.id not in evaluated]

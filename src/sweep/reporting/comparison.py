@@ -49,7 +49,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
 
 
 def _describe(run: Any) -> dict[str, Any]:
-    return {"run_id": run.run_id, "name": run.name, "overrides": run.overrides}
+    return {"run_id": run.run_id, "name": run.name, "overrides": run.command_line}
 
 
 def _records(table: pd.DataFrame) -> dict[str, dict[str, Any]]:
@@ -72,8 +72,8 @@ def comparison_markdown(comparison: Comparison) -> str:
     lines = [
         f"## Comparison: B `{c.b.run_id}` against A `{c.a.run_id}`",
         "",
-        f"- A: `{c.a.run_id}` {_md(c.a.overrides or c.a.name)}",
-        f"- B: `{c.b.run_id}` {_md(c.b.overrides or c.b.name)}",
+        f"- A: `{c.a.run_id}` {_md(c.a.label)}",
+        f"- B: `{c.b.run_id}` {_md(c.b.label)}",
         f"- golden set `{c.a.golden_digest}`: {c.n_questions} questions in both runs",
         "- delta = B − A over the questions both runs scored (n); 95% CI: paired bootstrap; "
         f"p: two-sided paired randomization test ({c.resamples} resamples, seed {c.seed}); "
@@ -146,8 +146,8 @@ def gate_lines(result: Gate, shown: int) -> list[str]:
     """What `sweep.check` prints for one (baseline, candidate) pair."""
     c, metric = result.comparison, result.metric
     lines = [
-        f"baseline  {c.a.run_id} {c.a.overrides or c.a.name}",
-        f"candidate {c.b.run_id} {c.b.overrides or c.b.name}",
+        f"baseline  {c.a.run_id} {c.a.label}",
+        f"candidate {c.b.run_id} {c.b.label}",
     ]
     if result.overall is None:
         return [*lines, f"{metric}: no question has a value in both runs: nothing to check"]

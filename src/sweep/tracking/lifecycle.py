@@ -136,11 +136,12 @@ def out_of_space(error: BaseException) -> str | None:
         if isinstance(error, sqlite3.Error) and "disk is full" in str(error):
             return f"{tracking_uri()}: {error}"
         if isinstance(error, OSError) and error.errno in _FULL:
-            if error.filename:
-                return f"{error.filename}: {error.strerror}"
+            # MLflow copies an artifact from a temporary file: the file it names is not where space ran out
             active = mlflow.active_run()
             if active is not None and _raised_in(error, "mlflow.store.artifact", "mlflow.utils.file_utils"):
                 return f"its artifacts in {active.info.artifact_uri}: {error.strerror}"
+            if error.filename:
+                return f"{error.filename}: {error.strerror}"
             return str(error.strerror)
         error = error.__cause__ or error.__context__
     return None

@@ -1,8 +1,7 @@
-"""Reading logged runs back: `LoggedRun`, a sweep's children, the artifacts a trial logged, and their leaderboard.
+"""Reading logged runs back: `LoggedRun`, searching finished runs, a sweep's children, the artifacts a trial logged.
 
-What `sweep.compare`, `sweep.check`, `sweep.pool` and `sweep.best --among tied` read: the
-per-question table, the TREC run file, the chunks each question got, the golden file a run was
-scored on. Artifacts on this machine (a local store's `file:` folders) are read as files; others
+What `sweep.tracking.records.load_record` assembles a record from: the tables, the TREC run file,
+the chunks each question got, the golden file a run was scored on. Artifacts on this machine (a local store's `file:` folders) are read as files; others
 (a server's, a cloud's) through MLflow, which is imported only then: its import alone takes about
 2 s. Reading creates nothing: no store, a store that cannot be reached, a malformed or unknown run
 id are each one line.
@@ -13,8 +12,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +36,10 @@ from sweep.tracking.store import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from sweep.evaluation.leaderboard import ConfigRun, SweepResults
     from sweep.formats.runs import Run
 
 log = logging.getLogger(__name__)
+METRIC_NAME = re.compile(r"[A-Za-z0-9_\-./: ]+")  # what a metric's name may hold (`records.metric_key`)
 RUN_FILE = "run.trec"
 RETRIEVED_CHUNKS = "tables/retrieved_chunks.json"
 MEMBER_HITS = "tables/member_hits.json"  # a hybrid's members' own hits
@@ -129,6 +129,43 @@ def latest_sweep(experiment: str = DEFAULT_EXPERIMENT) -> str:
     return runs[0].info.run_id
 
 
+@dataclass(frozen=True)
+class RunSearch:
+    """The finished runs of an experiment with a finite value of `metric`, less the tries a resumed
+    sweep replaced, with each of `tags` (key, value)."""
+
+    experiment_id: str
+    metric: str
+    maximize: bool = True
+    tags: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not METRIC_NAME.fullmatch(self.metric):
+            raise InputError(f"--metric {self.metric!r}: not a metric name (letters, digits and _ - . / : space)")
+
+    def filter_string(self) -> str:
+        """The search in MLflow's filter syntax (the metric's name is checked; tag values are ours)."""
+        conditions = ["attributes.status = 'FINISHED'", f"metrics.`{self.metric}` > -1e300", NOT_SUPERSEDED]
+        return " and ".join(conditions + [f"tags.`{key}` = '{value}'" for key, value in self.tags])
+
+
+def finished_runs(search: RunSearch, best_only: bool) -> list[LoggedRun]:
+    """The best run by the search's metric (the earliest on ties), or all of them, earliest first."""
+    import mlflow
+
+    if not best_only:
+        return [as_logged(r) for r in search_pages(mlflow.MlflowClient(), search.experiment_id, search.filter_string())]
+    order = f"metrics.`{search.metric}` {'DESC' if search.maximize else 'ASC'}"
+    runs = mlflow.search_runs(
+        [search.experiment_id],
+        filter_string=search.filter_string(),
+        order_by=[order, "attributes.start_time ASC"],
+        max_results=1,
+        output_format="list",
+    )
+    return [as_logged(r) for r in runs]
+
+
 @contextmanager
 def no_progress_bar() -> Iterator[None]:
     """MLflow draws a download bar on stderr for every artifact it reads; a one-line CLI shows none."""
@@ -216,57 +253,28 @@ def _artifact_json(run: LoggedRun, path: str) -> Any:
 
 
 def load_per_query(run: LoggedRun) -> pd.DataFrame:
-    """`tables/per_query.json` of `run` (what `log_evaluation` logged), one row per question, in
+    """`tables/per_query.json` of `run` (what `save_record` logged), one row per question, in
     the logged column order; undefined values (NaN, logged as null) are NaN again."""
-    import pandas as pd
-
     path = "tables/per_query.json"
-    if path not in _listed(run, "tables"):
+    table = load_table(run, path)
+    if table is None:
         kind = "a sweep's parent run" if run.is_sweep else f"a {run.status} run"
         raise InputError(f"run {run.run_id} ({kind}) has no {path}: it holds no evaluation")
+    return table
+
+
+def load_table(run: LoggedRun, path: str) -> pd.DataFrame | None:
+    """The table `path` (`tables/<name>.json`, as `mlflow.log_table` writes it) of `run`; None when
+    the run has none."""
+    import pandas as pd
+
+    if path not in _listed(run, str(Path(path).parent)):
+        return None
     table = _artifact_json(run, path)
     try:
         return pd.DataFrame(table["data"], columns=table["columns"])
     except (KeyError, TypeError, ValueError) as error:
         raise _unreadable(run, path, error) from None
-
-
-def build_results(objective: str, runs: Sequence[LoggedRun]) -> SweepResults:
-    """`sweep.evaluation.leaderboard.build` on logged runs: each finished run's per-question table is read back."""
-    from sweep.evaluation.leaderboard import build
-
-    return build(objective, _config_runs(runs))
-
-
-def rank_runs(objective: str, runs: Sequence[LoggedRun]) -> tuple[pd.DataFrame, int]:
-    """`sweep.evaluation.leaderboard.rank` of the runs without bootstrap intervals, and how many
-    questions their per-question tables hold: what choosing among the runs tied with the best
-    needs. (`build_results` also bootstraps every interval and estimates the MDE: a second more.)"""
-    from sweep.evaluation.leaderboard import objective_values, rank
-
-    values = objective_values(objective, _config_runs(runs))
-    return rank(values, intervals=False), len(next(iter(values.values()), ()))
-
-
-def _config_runs(runs: Sequence[LoggedRun]) -> list[ConfigRun]:
-    from sweep.evaluation.leaderboard import ConfigRun
-
-    return [
-        ConfigRun(run.run_id, run.overrides or run.name, run.status, run.metrics, run.params, _per_query_if_logged(run))
-        for run in runs
-    ]
-
-
-def _per_query_if_logged(run: LoggedRun) -> pd.DataFrame | None:
-    """A finished run's per-question table; None (with a warning) when it cannot be read back, so
-    the sweep still closes with the others ranked."""
-    if run.status != "FINISHED":
-        return None
-    try:
-        return load_per_query(run)
-    except InputError as error:
-        log.warning("left out of the leaderboard: %s", error)
-        return None
 
 
 def golden_source(run: LoggedRun) -> str | None:
@@ -282,7 +290,7 @@ def golden_source(run: LoggedRun) -> str | None:
 
 
 def load_run_file(run: LoggedRun) -> Run:
-    """`run.trec` of `run` (what `log_results` logged), ordered as trec_eval orders it; an empty
+    """`run.trec` of `run` (what `save_record` logged), ordered as trec_eval orders it; an empty
     file (every question abstained) is an empty run."""
     from sweep.formats.runs import Run
 
@@ -298,8 +306,18 @@ def load_run_file(run: LoggedRun) -> Run:
 
 
 def load_retrieved_chunks(run: LoggedRun) -> dict[str, list[dict[str, Any]]] | None:
-    """`tables/retrieved_chunks.json` of `run` (`log_delivered_chunks`): each question's top chunks,
-    best first, as {"doc", "start", "end", "score"}; None when the run did not log it."""
-    if RETRIEVED_CHUNKS not in _listed(run, "tables"):
+    """`tables/retrieved_chunks.json` of `run`: each question's top chunks, best first, as
+    {"doc", "start", "end", "score"}; None when the run did not log it."""
+    return _optional_json(run, RETRIEVED_CHUNKS)
+
+
+def load_member_hits(run: LoggedRun) -> dict[str, dict[str, list[list[Any]]]] | None:
+    """`tables/member_hits.json` of `run`: `{qid: {part: [[doc, start, end, score], ...]}}`, every
+    candidate each part of its retriever gave; None when the run did not log it."""
+    return _optional_json(run, MEMBER_HITS)
+
+
+def _optional_json(run: LoggedRun, path: str) -> Any:
+    if path not in _listed(run, str(Path(path).parent)):
         return None
-    return _artifact_json(run, RETRIEVED_CHUNKS)
+    return _artifact_json(run, path)

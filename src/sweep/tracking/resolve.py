@@ -15,9 +15,8 @@ import sys
 from sweep.errors import InputError
 from sweep.evaluation.registry import HEADLINE, lower_is_better
 from sweep.settings import override_key
-from sweep.tracking.best import best_run
-from sweep.tracking.reading import LoggedRun, logged_run, sweep_children
-from sweep.tracking.store import DEFAULT_EXPERIMENT, connect
+from sweep.tracking.reading import LoggedRun, RunSearch, finished_runs, logged_run, sweep_children
+from sweep.tracking.store import DEFAULT_EXPERIMENT, connect, existing_experiment_id
 
 BEST = "best"
 UNPAIRED = ("experiment", "cache_dir")  # overrides that pairing children by overrides ignores
@@ -28,12 +27,22 @@ def resolve(spec: str, label: str, metric: str, experiment: str) -> LoggedRun:
     try:
         if spec == BEST:
             try:
-                spec = best_run(metric, experiment, maximize=not lower_is_better(metric)).run_id
+                return best_finished_run(metric, experiment)
             except InputError as error:
                 raise InputError(f"{label} {BEST}: {error}") from None
         return logged_run(spec)
     except InputError as error:
         raise InputError(error if str(error).startswith(f"{label} ") else f"{label}: {error}") from None
+
+
+def best_finished_run(metric: str, experiment: str) -> LoggedRun:
+    """`sweep.best`'s winner by `metric` in `experiment` (lowest where the registry says lower is better)."""
+    connect(create=False)
+    search = RunSearch(existing_experiment_id(experiment), metric, maximize=not lower_is_better(metric))
+    found = finished_runs(search, best_only=True)
+    if not found:
+        raise InputError(f"no finished run in experiment {experiment!r} has the metric {metric!r}")
+    return found[0]
 
 
 def evaluations(run: LoggedRun) -> list[LoggedRun]:

@@ -31,6 +31,7 @@ SUPERSEDED_BY = "sweep.superseded_by"  # an earlier try at a combination, replac
 NOT_SUPERSEDED = f"tags.`{SUPERSEDED_BY}` IS NULL"  # a search condition: what a resumed sweep did not replace
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # else 3.17's UI opens GenAI mode
 RUN_ID = re.compile(r"[0-9a-f]{32}")
+PARENT_TAG = "mlflow.parentRunId"  # a sweep's child run's tag naming its parent run
 _OPENED: set[tuple[str, bool]] = set()  # (SQLite store, for writing) this process has checked and opened
 
 

@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,12 @@ import mlflow
 
 from sweep.errors import InputError, Interrupted
 from sweep.evaluation.leaderboard import SweepResults
+from sweep.evaluation.record import TrialRecord
 from sweep.evaluation.registry import HEADLINE
 from sweep.tracking.legacy import legacy_targets
 from sweep.tracking.lifecycle import PARENT_RUN, kill_orphans, process_tags, run_name
-from sweep.tracking.logger import log_tables, loggable
-from sweep.tracking.reading import LoggedRun, build_results, sweep_children
+from sweep.tracking.reading import LoggedRun, sweep_children
+from sweep.tracking.records import load_records, log_tables, loggable
 from sweep.tracking.store import CONFIG_DIGEST, SUPERSEDED_BY, connect, search_pages, tracking_uri, use_experiment
 
 log = logging.getLogger(__name__)
@@ -133,10 +134,13 @@ class SweepSummary:
     failed: list[tuple[str, str]]  # (overrides, error) of each combination that did not finish
 
 
-def finish_sweep(interrupted: Interrupted | None = None) -> SweepSummary | None:
-    """Close the sweep's parent run, FINISHED (KILLED when `interrupted`), with what its children
-    measured (`sweep.evaluation.leaderboard`): `tables/leaderboard.json` (best `sweep.objective`
-    first, with intervals, p-values against the leader and the tie mark) and `stats/mde_<objective>`.
+def finish_sweep(
+    leaderboard: Callable[[str, Sequence[TrialRecord]], SweepResults], interrupted: Interrupted | None = None
+) -> SweepSummary | None:
+    """Close the sweep's parent run, FINISHED (KILLED when `interrupted`), with the leaderboard
+    that `leaderboard(objective, records)` (`sweep.evaluation.leaderboard.build`) makes of its
+    children's records: `tables/leaderboard.json` (best `sweep.objective` first, with intervals,
+    p-values against the leader and the tie mark) and `stats/mde_<objective>`.
     Children a dead process left RUNNING are marked KILLED first; children a resumed sweep replaced
     (`SUPERSEDED_BY`) are left out. What it read; None when no sweep is open."""
     parent_id = os.environ.pop(PARENT_RUN, None)
@@ -151,7 +155,7 @@ def finish_sweep(interrupted: Interrupted | None = None) -> SweepSummary | None:
     children = sweep_children(parent_id)
     results = None
     if children:
-        results = build_results(objective, children)
+        results = leaderboard(objective, load_records(children))
         log_tables({"tables/leaderboard.json": results.leaderboard.reset_index()}, run_id=parent_id)
         mlflow.log_metrics(loggable({f"stats/mde_{objective}": results.mde}))
     failed = [(c.overrides, c.tags.get("error") or c.status) for c in children if c.status != "FINISHED"]
