@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from sweep.formats.corpus import load_corpus
     from sweep.formats.golden import load_golden
     from sweep.formats.runs import Run
-    from sweep.retrieval.base import Retriever
+    from sweep.retrieval.retriever import Retriever
 
 # name -> the module that defines it
 _PUBLIC = {
@@ -38,7 +38,7 @@ _PUBLIC = {
     "compare_runs": "sweep.compare",
     "run_trial": "sweep.experiment.trial",
     "best_config": "sweep.best",
-    "Retriever": "sweep.retrieval.base",
+    "Retriever": "sweep.retrieval.retriever",
 }
 __all__ = [
     "Evaluation",

@@ -18,9 +18,7 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     from sweep.evaluation.significance import RESAMPLES, SEED
     from sweep.tracking.store import DEFAULT_EXPERIMENT
 
-    parser.add_argument(
-        "--experiment", default=DEFAULT_EXPERIMENT, help="where `best` looks (default %(default)r)"
-    )
+    parser.add_argument("--experiment", default=DEFAULT_EXPERIMENT, help="where `best` looks (default %(default)r)")
     parser.add_argument("--seed", type=int, default=SEED, help="resampling seed (default %(default)s)")
     parser.add_argument(
         "--resamples",

@@ -15,7 +15,7 @@ Holm-corrected among themselves. Exit codes: 1 when a rule fails (the regressed 
 printed, worst first), 0 otherwise (a run checked against itself passes), 2 on bad input (an
 unknown run id or metric, a negative `--max-drop`, a store that cannot be reached). Reads only.
 
-The rule is `sweep.evaluation.comparison.gate`, the lines `sweep.reporting.comparison.gate_lines`.
+The rule is `sweep.evaluation.comparison.gate`, the lines `sweep.reporting.comparison_report.gate_lines`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from sweep.compare import compare_runs
 from sweep.errors import InputError, exit_2_on_bad_input
 from sweep.evaluation.comparison import gate
 from sweep.evaluation.registry import HEADLINE
-from sweep.reporting.comparison import gate_lines
+from sweep.reporting.comparison_report import gate_lines
 from sweep.tracking.resolve import run_pairs
 
 EXIT_REGRESSED = 1

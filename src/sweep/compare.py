@@ -25,7 +25,7 @@ The comparison is logged as artifacts of B: `compare/<A's run id>.md` and `.json
 
 From Python: `sweep.compare_runs(a, b)`. The statistics are `sweep.evaluation.comparison`, the
 runs' lookup `sweep.tracking.resolve`, their records `sweep.tracking.records`, the Markdown and
-JSON `sweep.reporting.comparison`.
+JSON `sweep.reporting.comparison_report`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from sweep.errors import InputError, exit_2_on_bad_input, one_line
 from sweep.evaluation.comparison import FLIP_AT, Comparison, compare_records, require_evaluation
 from sweep.evaluation.registry import HEADLINE
 from sweep.evaluation.significance import RESAMPLES, SEED
-from sweep.reporting.comparison import comparison_json, comparison_markdown
+from sweep.reporting.comparison_report import comparison_json, comparison_markdown
 from sweep.tracking.digests import check_legacy_size, check_same_golden_set
 from sweep.tracking.reading import LoggedRun
 from sweep.tracking.records import load_record, log_comparison

@@ -9,7 +9,7 @@ by `sweep.pool`; without `--corpus` the queue's corpus is used. GOLDEN is a JSON
 is created with the first question. Every grade given or changed records who gave it
 (`--labeller`, by default the user name this runs as) and when, in UTC. Every change is saved atomically before the page hears
 "saved", and a change made on a question another tab has changed since is refused
-(`sweep.labelling.store`); what each change means in the file: `sweep.labelling.changes`.
+(`sweep.labelling.golden_file`); what each change means in the file: `sweep.labelling.changes`.
 
 Bad input at the start (a malformed golden file, an id the corpus does not have, a malformed
 queue, a port in use) is one `error:` line and exit code 2, and nothing is written.
@@ -28,8 +28,8 @@ from sweep.errors import InputError, exit_2_on_bad_input
 from sweep.formats.corpus import load_corpus
 from sweep.formats.provenance import LLM
 from sweep.labelling.app import create_app, server
+from sweep.labelling.golden_file import open_golden
 from sweep.labelling.queue import Queue, load_queue, queue_corpus
-from sweep.labelling.store import open_golden
 
 DEFAULT_PORT = 8765
 

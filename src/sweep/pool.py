@@ -4,7 +4,7 @@
                          [--corpus PATH] [--experiment NAME] --output QUEUE.jsonl
 
 For each question of the golden set, the union of the runs' top `--depth` documents less every
-document the golden set already judges (`sweep.labelling.pool`), written atomically as a queue
+document the golden set already judges (`sweep.labelling.pooling`), written atomically as a queue
 (`sweep.labelling.queue`) that `python -m sweep.label GOLDEN --pool QUEUE` serves for grading.
 `--sweep` pools the finished children of a sweep (its parent run's id, or `latest`: the sweep
 started last in `--experiment`); others are named on stderr. The golden file and the corpus
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sweep.arguments import positive_int
 from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.labelling.pool import LATEST, build_pool, runs_to_pool
+from sweep.labelling.pooling import LATEST, build_pool, runs_to_pool
 from sweep.tracking.reading import LoggedRun
 from sweep.tracking.store import DEFAULT_EXPERIMENT
 

@@ -114,7 +114,9 @@ def config_run(run_id: str, status: str, values: pd.Series | None, **params: str
     )
     tables = {} if per_query is None else {"per_query": per_query}
     overrides = tuple(f"{k}={v}" for k, v in params.items())
-    return TrialRecord(run_id, {}, overrides, metrics=metrics, tables=tables, run_id=run_id, status=status, params=params)
+    return TrialRecord(
+        run_id, {}, overrides, metrics=metrics, tables=tables, run_id=run_id, status=status, params=params
+    )
 
 
 def test_build_ranks_finished_runs_then_lists_the_others_in_start_order():

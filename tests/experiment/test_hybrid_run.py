@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from helpers.commands import runs_in, sweep
-from sweep.retrieval.base import Hits
 from sweep.retrieval.fusion import fuse
+from sweep.retrieval.retriever import Hits
 
 
 def logged_json(client, run_id: str, path: str, folder: Path) -> dict:

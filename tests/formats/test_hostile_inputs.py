@@ -22,7 +22,7 @@ from sweep.errors import InputError
 from sweep.formats.corpus import load_corpus
 from sweep.formats.golden import load_golden
 from sweep.formats.html_text import html_text
-from sweep.formats.records import NOT_IN_IDS
+from sweep.formats.lines import NOT_IN_IDS
 from sweep.formats.runs import Run
 from sweep.retrieval.lexical import BM25Retriever, TfidfRetriever
 

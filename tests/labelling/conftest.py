@@ -8,8 +8,8 @@ import pytest
 
 from helpers.labelling import Data, Server, start_server, write_label_data
 from sweep.labelling.app import create_app
+from sweep.labelling.golden_file import GoldenFile
 from sweep.labelling.queue import load_queue
-from sweep.labelling.store import GoldenFile
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ from sweep.formats.corpus import Corpus, load_corpus
 from sweep.formats.golden import load_golden
 from sweep.label import main as label_main
 from sweep.labelling.app import create_app, server
+from sweep.labelling.golden_file import open_golden
 from sweep.labelling.queue import Queue
-from sweep.labelling.store import open_golden
 
 LIMIT = 1024 * 1024
 TOO_LARGE = (

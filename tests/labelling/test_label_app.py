@@ -23,8 +23,8 @@ from sweep.formats.corpus import load_corpus
 from sweep.formats.golden import GoldenSet, Span, load_golden, save_golden
 from sweep.label import main as label_main
 from sweep.labelling.app import create_app
+from sweep.labelling.golden_file import GoldenFile
 from sweep.labelling.queue import Queue
-from sweep.labelling.store import GoldenFile
 
 
 def select_text(driver, doc: str, excerpt: str) -> None:

@@ -17,8 +17,8 @@ from helpers.labelling import POOLED, Data, saved, wait_for
 from sweep.formats.golden import Provenance
 from sweep.label import main as label_main
 from sweep.labelling.app import create_app, server
+from sweep.labelling.golden_file import open_golden
 from sweep.labelling.queue import load_queue
-from sweep.labelling.store import open_golden
 
 BOB = {"by": "bob", "at": "2026-01-05T09:00:00Z"}
 

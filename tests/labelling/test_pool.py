@@ -170,7 +170,9 @@ def test_bad_input_is_one_line_and_exit_2(in_store, small_kb_files, tmp_path, ca
     edited.write_text((small_kb_files / "corpus.jsonl").read_text().replace("policy", "Policy", 1))
     with trial_run("pool-test-other", "other golden set") as run:  # an experiment of its own: `best` ignores it
         golden_set, corpus = golden_of({"x": {"d": 1}}), Corpus((Document("d", "text"),))
-        save_record(TrialRecord(run.run_id, {}, results=Run.from_ranked({"x": [("d", 1.0)]}), golden=golden_set, corpus=corpus))
+        save_record(
+            TrialRecord(run.run_id, {}, results=Run.from_ranked({"x": [("d", 1.0)]}), golden=golden_set, corpus=corpus)
+        )
     cases = [
         ([], "give either --sweep PARENT_RUN_ID or one or more RUN_IDs"),
         (["--sweep", parent, children["bm25"]], "give either --sweep"),

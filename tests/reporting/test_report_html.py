@@ -202,7 +202,15 @@ def test_a_sweep_whose_finished_runs_have_no_value_says_so():
         {"qid": ["q1", "q2"], "question": ["a", "b"], "type": ["factoid"] * 2, OBJECTIVE: [np.nan, np.nan]}
     )
     runs = [
-        TrialRecord(f"r-{m}", {}, (f"model={m}", SHARED), tables={"per_query": unlabelled}, run_id=f"r-{m}", status="FINISHED", params={"model": m})
+        TrialRecord(
+            f"r-{m}",
+            {},
+            (f"model={m}", SHARED),
+            tables={"per_query": unlabelled},
+            run_id=f"r-{m}",
+            status="FINISHED",
+            params={"model": m},
+        )
         for m in ("x", "y")
     ]
     results = build(OBJECTIVE, runs)

@@ -24,7 +24,7 @@ from sweep.retrieval.chunking import (
     SentenceChunker,
     TokenChunker,
 )
-from sweep.retrieval.chunking.base import CONTEXTS
+from sweep.retrieval.chunking.chunker import CONTEXTS
 from sweep.retrieval.lexical import BM25Retriever
 from sweep.retrieval.pipeline import Pipeline
 
@@ -553,7 +553,7 @@ def test_the_tokenizer_measures_and_cuts_as_transformers_does_with_or_without_it
 
     from transformers import AutoTokenizer
 
-    from sweep.retrieval.chunking.base import Tokenizer
+    from sweep.retrieval.chunking.chunker import Tokenizer
     from sweep.retrieval.models import default_model_path
 
     rng = random.Random(0)

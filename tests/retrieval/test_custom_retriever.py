@@ -16,9 +16,9 @@ from helpers.commands import runs_in, sweep
 from sweep.evaluation import score
 from sweep.formats.corpus import load_corpus
 from sweep.formats.golden import load_golden
-from sweep.retrieval.base import Retriever
 from sweep.retrieval.chunking import TokenChunker
 from sweep.retrieval.pipeline import Pipeline
+from sweep.retrieval.retriever import Retriever
 
 WORD = re.compile(r"[a-z0-9]+")
 HERE = Path(__file__).resolve().parent

@@ -13,7 +13,6 @@ import pytest
 from sweep.errors import InputError
 from sweep.formats.corpus import Corpus, Document
 from sweep.formats.golden import GoldenSet, Question
-from sweep.retrieval.base import Retriever
 from sweep.retrieval.cache import EmbeddingCache
 from sweep.retrieval.chunking import Chunk, TokenChunker
 from sweep.retrieval.dense import DenseRetriever
@@ -22,6 +21,7 @@ from sweep.retrieval.filters import NoFilter, PostFilter, PreFilter
 from sweep.retrieval.index import FaissIndex, FlatIndex, HNSWIndex
 from sweep.retrieval.lexical import BM25Retriever, TfidfRetriever
 from sweep.retrieval.pipeline import Pipeline
+from sweep.retrieval.retriever import Retriever
 
 pytestmark = pytest.mark.usefixtures("torch_on_one_thread")  # MiniLM in process: see conftest
 

@@ -11,8 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from sweep.retrieval.base import Hits
 from sweep.retrieval.fusion import FUSIONS, NORMS, fuse
+from sweep.retrieval.retriever import Hits
 
 RANX_NORM = {
     "none": None,

@@ -11,13 +11,13 @@ import pytest
 from helpers.commands import compose_config
 from sweep.errors import InputError
 from sweep.experiment.trial import build_pipeline, check_settings
-from sweep.retrieval.base import Hits
 from sweep.retrieval.chunking import TokenChunker
 from sweep.retrieval.filters import PreFilter
 from sweep.retrieval.fusion import fuse
 from sweep.retrieval.hybrid import HybridRetriever
 from sweep.retrieval.lexical import BM25Retriever, TfidfRetriever
 from sweep.retrieval.pipeline import Pipeline
+from sweep.retrieval.retriever import Hits
 from sweep.tracking.legacy import current_targets
 
 

@@ -13,9 +13,9 @@ from sweep.experiment.trial import build_pipeline, check_settings
 from sweep.formats.corpus import Corpus, Document
 from sweep.formats.golden import GoldenSet, Question
 from sweep.retrieval.chunking import RecursiveChunker, TokenChunker
+from sweep.retrieval.hybrid import HybridRetriever
 from sweep.retrieval.lexical import BM25Retriever, TfidfRetriever
 from sweep.retrieval.pipeline import Pipeline
-from sweep.retrieval.rerank import HybridReranker
 
 # ArguAna's shape: each question is an argument of the corpus, its relevant document the counter-argument
 ARGUMENTS = {
@@ -63,10 +63,14 @@ def test_the_context_metrics_never_see_its_chunks():
 
 
 def test_a_fused_ranking_does_not_bring_it_back():
-    """The hybrid reranker asks BM25 again: the rule applies to what comes out of the reranker."""
-    fused = retrieve(True, retriever=TfidfRetriever(), reranker=HybridReranker())
+    """A hybrid fuses its members' hits: the rule applies to what comes out of the fusion, and to each member's own."""
+    fused = retrieve(
+        True, retriever=HybridRetriever({"tfidf": TfidfRetriever(), "bm25": BM25Retriever()}, fusion="rrf")
+    )
     for question in GOLDEN:
         assert question.id not in dict(fused.results.rankings()[question.id])
+        for part in fused.parts.values():
+            assert question.id not in dict(part.results.rankings().get(question.id, []))
 
 
 def test_the_setting_reaches_the_pipeline_and_is_checked():

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from sweep.evaluation import score
-from sweep.retrieval.base import Hits
 from sweep.retrieval.cache import EmbeddingCache
 from sweep.retrieval.chunking import Chunk, TokenChunker
 from sweep.retrieval.dense import DenseRetriever
@@ -24,6 +23,7 @@ from sweep.retrieval.pipeline import (
     latency_sample,
     one_torch_thread,
 )
+from sweep.retrieval.retriever import Hits
 
 
 @pytest.fixture(scope="module")

@@ -97,7 +97,10 @@ def test_a_record_read_back_is_the_record_saved(store):
     golden = golden_of({"q1": {"a": 1}, "q2": {"b": 2}, "u": {}}, types={"q1": "factoid", "q2": "howto", "u": "none"})
     evaluation = score(golden, ranked({"q1": ["a", "b"], "q2": ["x", "b"]}))
     chunks = {"q1": [{"doc": "a", "start": 0, "end": 4, "score": 0.9}], "q2": [], "u": []}
-    parts = {"bm25": Part({"mrr": 0.5}, {"q1": [["b", 0, 4, 3.5]], "q2": [["b", 0, 4, 1.0]]}), "dense": Part({"mrr": 1.0}, {})}
+    parts = {
+        "bm25": Part({"mrr": 0.5}, {"q1": [["b", 0, 4, 3.5]], "q2": [["b", 0, 4, 1.0]]}),
+        "dense": Part({"mrr": 1.0}, {}),
+    }
     corpus = Corpus((Document("a", "text a"), Document("b", "text b")))
     saved = trial_record(
         "model=hybrid", {"model": {"fusion": "rrf"}}, ["model=hybrid"], {"model": "hybrid"}, evaluation=evaluation,

@@ -15,18 +15,16 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sweep.errors import InputError
 
-if TYPE_CHECKING:
-    from sweep.evaluation.registry import Metric
-
 log = logging.getLogger(__name__)
 
 GAINS = ("linear", "exponential")
+ABSTAIN_CORRECT = "abstain/correct_rate"  # unanswerable questions that got an empty result
+ABSTAIN_FALSE = "abstain/false_rate"  # answerable questions that got an empty result
 
 
 @dataclass(frozen=True)
@@ -298,11 +296,6 @@ def judged(r: RankedJudgments, k: int) -> np.ndarray:
 # ---------------------------------------------------------------- per question and means
 
 
-def metric_values(ranked: RankedJudgments, metrics: Sequence[Metric], answerable: np.ndarray) -> dict[str, np.ndarray]:
-    """Each metric per question; NaN for unanswerable questions, which abstention scores instead."""
-    return {metric.name: np.where(answerable, metric(ranked), np.nan) for metric in metrics}
-
-
 def answerable_means(values: Mapping[str, np.ndarray], answerable: np.ndarray) -> dict[str, float]:
     """Each rank metric averaged over the answerable questions."""
     return {name: _mean(column[answerable]) for name, column in values.items()}
@@ -311,8 +304,6 @@ def answerable_means(values: Mapping[str, np.ndarray], answerable: np.ndarray) -
 def abstention_rates(abstained: np.ndarray, answerable: np.ndarray, names: Sequence[str]) -> dict[str, float]:
     """The share of unanswerable questions with an empty result (`abstain/correct_rate`) and of
     answerable ones (`abstain/false_rate`), those of `names`."""
-    from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE
-
     rates = {ABSTAIN_CORRECT: _mean(abstained[~answerable]), ABSTAIN_FALSE: _mean(abstained[answerable])}
     return {name: rates[name] for name in names}
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from sweep.errors import InputError
 from sweep.evaluation import measures
+from sweep.evaluation.measures import ABSTAIN_CORRECT, ABSTAIN_FALSE
 
 CUTOFFS = ("required", "optional", "none")  # whether a name takes `_at_k`
 UNITS = ("", "ms", "s", "bytes", "tokens")
@@ -137,8 +138,6 @@ BY_NAME: dict[str, Measure] = {m.name: m for m in MEASURES}
 HEADLINE = "ndcg_at_10"  # what ranks questions, flips and sweeps unless told otherwise
 LATENCY = "latency/search_ms_p50"  # the quality-versus-latency plot's axis
 CHEAPEST_BY = LATENCY  # what `best --among tied` prefers the lowest of
-ABSTAIN_CORRECT = "abstain/correct_rate"  # unanswerable questions that got an empty result
-ABSTAIN_FALSE = "abstain/false_rate"  # answerable questions that got an empty result
 ABSTAIN_METRICS = (ABSTAIN_CORRECT, ABSTAIN_FALSE)
 # the costs a leaderboard shows as columns: the costs with a name of their own (not per cutoff)
 COSTS = tuple(m.name for m in MEASURES if m.cost and m.cutoff == "none")
@@ -262,3 +261,10 @@ def select_metrics(metrics: str | Sequence[str] | None, has_unanswerable: bool) 
     abstain = tuple(n for n in dict.fromkeys(names) if n in ABSTAIN_METRICS)
     rank_names = [n for n in names if n not in ABSTAIN_METRICS]
     return (parse_metrics(rank_names) if rank_names or not abstain else []), abstain
+
+
+def metric_values(
+    ranked: measures.RankedJudgments, metrics: Sequence[Metric], answerable: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Each metric per question; NaN for unanswerable questions, which abstention scores instead."""
+    return {metric.name: np.where(answerable, metric(ranked), np.nan) for metric in metrics}

@@ -27,10 +27,9 @@ from sweep.evaluation.measures import (
     abstention_rates,
     answerable_means,
     group_starts,
-    metric_values,
     warn_unknown_queries,
 )
-from sweep.evaluation.registry import ABSTAIN_METRICS, HEADLINE, select_metrics
+from sweep.evaluation.registry import ABSTAIN_METRICS, HEADLINE, metric_values, select_metrics
 from sweep.formats.columns import index_in
 from sweep.formats.golden import GoldenSet
 from sweep.formats.runs import Run

@@ -16,13 +16,12 @@ from sweep.evaluation.measures import (
     RankedJudgments,
     abstention_rates,
     answerable_means,
-    metric_values,
     type_means,
     warn_unknown_queries,
 )
-from sweep.evaluation.registry import select_metrics
+from sweep.evaluation.registry import metric_values, select_metrics
 from sweep.formats.columns import index_in
-from sweep.formats.records import UNTYPED, warn_if_unbalanced
+from sweep.formats.lines import UNTYPED, warn_if_unbalanced
 from sweep.formats.trec import Qrels, TrecRun
 
 if TYPE_CHECKING:

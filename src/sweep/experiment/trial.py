@@ -158,9 +158,7 @@ def finished_on_the_same_data(
     except Exception:  # nothing to compare with: the run loads the data again and records why it cannot
         return None, None
     reads_filters = OmegaConf.select(cfg, "filter._target_") != IGNORES_FILTERS
-    same_data = (
-        r for r in earlier if r.status == "FINISHED" and scored_on(r.tags, golden, corpus, reads_filters)
-    )
+    same_data = (r for r in earlier if r.status == "FINISHED" and scored_on(r.tags, golden, corpus, reads_filters))
     return (corpus, golden), next(same_data, None)
 
 

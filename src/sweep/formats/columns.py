@@ -22,7 +22,7 @@ import pyarrow as pa
 from pyarrow import csv as pa_csv
 from pyarrow._compute import MatchSubstringOptions, SetLookupOptions, call_function
 
-from sweep.formats.records import NOT_IN_IDS_RE2
+from sweep.formats.lines import NOT_IN_IDS_RE2
 
 _NOT_AN_ID = "^$|" + NOT_IN_IDS_RE2  # an empty field, or a character no id may hold
 _STRING = pa.dictionary(pa.int32(), pa.string())
@@ -74,7 +74,7 @@ def read_columns(
     """The columns named in `kinds` ("string" or "float") of a file whose lines hold the fields
     `names`, separated by single `delimiter`s; None when the file is anything else: another number
     of fields on a line, runs of separators, a number that is not one or is not finite, an empty
-    string, a string column holding a character no id may hold (`sweep.formats.records`), bytes
+    string, a string column holding a character no id may hold (`sweep.formats.lines`), bytes
     that are not UTF-8."""
     try:
         table = pa_csv.read_csv(

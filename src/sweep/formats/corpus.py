@@ -24,7 +24,7 @@ from sweep.formats.documents import Document as Document
 from sweep.formats.folder import DEFAULT_FOLDER_KEYS, check_folder_keys, check_ids
 from sweep.formats.folder import ID_SCHEMES as ID_SCHEMES
 from sweep.formats.folder import load_folder as load_folder
-from sweep.formats.records import FirstSeen, check_keys, identifier, json_lines, regular_file
+from sweep.formats.lines import FirstSeen, check_keys, identifier, json_lines, regular_file
 
 DOCUMENT_KEYS = ("id", "_id", "title", "text", "metadata")  # _id: BEIR's name for the id
 

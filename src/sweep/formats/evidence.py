@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweep.errors import InputError
-from sweep.formats.records import check_keys, identifier
+from sweep.formats.lines import check_keys, identifier
 from sweep.text import shortened
 
 _SPAN_KEYS = ("start", "end", "text")

@@ -24,7 +24,7 @@ import yaml
 from sweep.errors import InputError, where
 from sweep.formats.documents import SCALARS, Corpus, Document
 from sweep.formats.html_text import MalformedHtml, html_text
-from sweep.formats.records import NOT_IN_IDS, file_kind, trec_safe
+from sweep.formats.lines import NOT_IN_IDS, file_kind, trec_safe
 from sweep.formats.unique_keys import UniqueKeyLoader
 
 log = logging.getLogger(__name__)

@@ -41,11 +41,11 @@ from sweep.formats.golden_readers import (
 from sweep.formats.golden_set import GoldenSet as GoldenSet
 from sweep.formats.golden_set import Question as Question
 from sweep.formats.golden_set import doc_grades as doc_grades
+from sweep.formats.lines import JSON_LINES_SUFFIXES, UNTYPED, first_line, regular_file, sniff
+from sweep.formats.lines import RECOMMENDED_SIZE as RECOMMENDED_SIZE  # imported from here too (sweep.label)
+from sweep.formats.lines import RECOMMENDED_UNANSWERABLE_SHARE as RECOMMENDED_UNANSWERABLE_SHARE
 from sweep.formats.provenance import HUMAN, REVIEWED
 from sweep.formats.provenance import Provenance as Provenance
-from sweep.formats.records import JSON_LINES_SUFFIXES, UNTYPED, first_line, regular_file, sniff
-from sweep.formats.records import RECOMMENDED_SIZE as RECOMMENDED_SIZE  # imported from here too (sweep.label)
-from sweep.formats.records import RECOMMENDED_UNANSWERABLE_SHARE as RECOMMENDED_UNANSWERABLE_SHARE
 
 
 def load_golden(

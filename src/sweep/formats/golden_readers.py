@@ -20,8 +20,7 @@ import yaml
 from sweep.errors import InputError, where
 from sweep.formats.evidence import Span, evidence_item, parse_evidence
 from sweep.formats.golden_set import GoldenSet, Question
-from sweep.formats.provenance import JUDGMENT_KEYS, SOURCES, STATUSES, Provenance, choice, provenance
-from sweep.formats.records import (
+from sweep.formats.lines import (
     MAX_GRADE,
     UNTYPED,
     FirstSeen,
@@ -30,6 +29,7 @@ from sweep.formats.records import (
     json_lines,
     not_utf8,
 )
+from sweep.formats.provenance import JUDGMENT_KEYS, SOURCES, STATUSES, Provenance, choice, provenance
 from sweep.formats.trec import read_beir_qrels, read_qrels
 from sweep.formats.unique_keys import UniqueKeyLoader
 

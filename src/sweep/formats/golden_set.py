@@ -18,8 +18,8 @@ import pandas as pd
 
 from sweep.errors import InputError, where
 from sweep.formats.evidence import Evidence
+from sweep.formats.lines import UNTYPED, warn_if_unbalanced
 from sweep.formats.provenance import HUMAN, PENDING, REVIEWED, Provenance
-from sweep.formats.records import UNTYPED, warn_if_unbalanced
 
 log = logging.getLogger(__name__)
 

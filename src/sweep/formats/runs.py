@@ -4,7 +4,7 @@ A run read from a file (a TREC run, read by `sweep.formats.trec`, or JSON Lines,
 ordered as trec_eval orders it (score descending, then document id descending; the rank column
 is ignored). A run built by the pipeline keeps the
 retriever's order. Either way a document appears at most once per query. Ids follow the one rule
-of `sweep.formats.records` (no whitespace, no control character) where they are read and where a
+of `sweep.formats.lines` (no whitespace, no control character) where they are read and where a
 run is written as a TREC file (`to_trec`), so that reading it back gives the same ids.
 """
 
@@ -23,7 +23,7 @@ import pandas as pd
 
 from sweep.errors import InputError, where
 from sweep.formats.columns import repeats_within, trec_order
-from sweep.formats.records import FirstSeen, check_keys, identifier, json_lines, regular_file, sniff
+from sweep.formats.lines import FirstSeen, check_keys, identifier, json_lines, regular_file, sniff
 from sweep.formats.trec import read_run
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ qrels reader (`read_beir_qrels`); a file without the header line is read whole, 
 
 No reader splits an id or reads a quote as anything but a character: fields are separated by
 spaces and tabs only, as trec_eval separates them, and a field holding a character no id may
-hold (other whitespace, a control character: `sweep.formats.records.trec_safe`) is an error
+hold (other whitespace, a control character: `sweep.formats.lines.trec_safe`) is an error
 naming the line.
 """
 
@@ -32,7 +32,7 @@ import numpy as np
 
 from sweep.errors import InputError, where
 from sweep.formats.columns import Strings, read_columns, repeats_within, trec_order
-from sweep.formats.records import MAX_GRADE, NOT_IN_IDS, first_line, not_utf8, sniff, text_lines, trec_fields, trec_safe
+from sweep.formats.lines import MAX_GRADE, NOT_IN_IDS, first_line, not_utf8, sniff, text_lines, trec_fields, trec_safe
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -3,7 +3,7 @@
 Serves the page (`page.html`) and a JSON API on 127.0.0.1 only: add and edit questions (text,
 type, filters), mark a question unanswerable, grade documents 0 / 1 / 2 (each grade given or
 changed records the labeller and the time), record and remove evidence, search the corpus and add a document found to a question's candidates, watch the
-progress. Every change is saved (`sweep.labelling.store`) before the answer is sent.
+progress. Every change is saved (`sweep.labelling.golden_file`) before the answer is sent.
 
 Answers: a bad change (an unknown document id, a span that is not the document's text) is
 refused with HTTP 400 and a message, and changes nothing; an unknown question is 404; a change
@@ -43,9 +43,9 @@ from sweep.labelling.changes import (
     set_grade,
     set_unanswerable,
 )
+from sweep.labelling.golden_file import GoldenFile, StaleWrite, UnknownQuestion
 from sweep.labelling.guard import guard
 from sweep.labelling.queue import Queue
-from sweep.labelling.store import GoldenFile, StaleWrite, UnknownQuestion
 from sweep.labelling.views import Search, detail, progress, summary
 
 PAGE = "page.html"

@@ -2,7 +2,7 @@
 
 Each change is checked when it is made (an unknown document id, a span that is not the
 document's text, a bad grade: `InputError`, nothing changes) and is a function from the saved
-question to the changed one and notes for the user, applied by `sweep.labelling.store`.
+question to the changed one and notes for the user, applied by `sweep.labelling.golden_file`.
 
 In the golden file:
 - a grade is an entry of `relevant` (0 judged not relevant, 1 relevant, 2 highly relevant);
@@ -33,7 +33,7 @@ from typing import Any
 from sweep.errors import InputError
 from sweep.formats.corpus import Corpus, Document
 from sweep.formats.golden import UNTYPED, Provenance, Question, Span
-from sweep.formats.records import identifier
+from sweep.formats.lines import identifier
 from sweep.retrieval.filters import check_fields, parse_condition
 
 GRADES = (0, 1, 2)

@@ -14,7 +14,7 @@ then one line per pooled question, in golden-set order:
 
 `candidates` (`Candidate`): best rank first, then retrieved by more runs, then by document id.
 `ranks`: each run that had the document in its top `depth`, with its rank there (1 = first).
-`chunk` (`Chunk`): the document's best chunk in the run that ranked it best, `start`/`end`
+`chunk` (`PooledChunk`): the document's best chunk in the run that ranked it best, `start`/`end`
 character offsets into the document's content (the coordinates of golden-set evidence), `text`
 those characters; null when no run logged a chunk of the document.
 
@@ -36,7 +36,7 @@ from sweep.errors import InputError, where
 from sweep.formats.corpus import Corpus
 from sweep.formats.files import write_text_atomically
 from sweep.formats.golden import Question
-from sweep.formats.records import identifier, json_lines
+from sweep.formats.lines import identifier, json_lines
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class Header:
 
 
 @dataclass(frozen=True)
-class Chunk:
+class PooledChunk:
     """Where a run's best chunk of a document lies: characters [start, end) of its content."""
 
     run: str | None
@@ -82,7 +82,7 @@ class Candidate:
     title: str
     best_rank: Any  # the best of `ranks`
     ranks: dict[str, Any]  # run id -> the document's rank in that run's top documents (1 = first)
-    chunk: Chunk | None
+    chunk: PooledChunk | None
 
     def record(self) -> dict[str, Any]:
         chunk = self.chunk.record() if self.chunk is not None else None
@@ -160,7 +160,7 @@ def _candidate(record: Any, qid: str, at: str, corpus: Corpus) -> tuple[Candidat
         if not fits or ("text" in chunk and content[start:end] != chunk["text"]):
             chunk, stale = None, True
         else:
-            chunk = Chunk(chunk.get("run"), start, end, chunk.get("score"), content[start:end])
+            chunk = PooledChunk(chunk.get("run"), start, end, chunk.get("score"), content[start:end])
     else:
         chunk = None
     ranks = record.get("ranks") if isinstance(record.get("ranks"), Mapping) else {}

@@ -13,8 +13,8 @@ from typing import Any
 from sweep.formats.corpus import Corpus, Document
 from sweep.formats.golden import RECOMMENDED_UNANSWERABLE_SHARE, GoldenSet, Provenance, Question, resolve_evidence
 from sweep.labelling.changes import UNANSWERABLE, added_from_search, marked_unanswerable, status
+from sweep.labelling.golden_file import version
 from sweep.labelling.queue import Candidate, Queue
-from sweep.labelling.store import version
 from sweep.text import single_line
 
 SEARCH_RESULTS = 10

@@ -26,9 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from sweep.retrieval.base import Retriever
 from sweep.retrieval.embed import CorpusEmbedding, Embedder, EmbeddingCache
-from sweep.retrieval.filters import Restriction
+from sweep.retrieval.retriever import Restriction, Retriever
 from sweep.retrieval.vector_index import VectorIndex, Where
 
 log = logging.getLogger(__name__)

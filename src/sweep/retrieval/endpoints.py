@@ -24,10 +24,10 @@ from typing import Annotated, Any
 import numpy as np
 
 from sweep.errors import InputError
-from sweep.retrieval.base import Hits
 from sweep.retrieval.embed import Embedder
 from sweep.retrieval.model_client import Connection, ModelClient, Usage, estimated_tokens
 from sweep.retrieval.rerank import Reranker, SearchUnderFilter
+from sweep.retrieval.retriever import Hits
 from sweep.settings import NonEmpty, Range, checked
 
 

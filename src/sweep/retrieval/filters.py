@@ -24,8 +24,8 @@ import numpy as np
 from sweep.errors import InputError
 from sweep.formats.corpus import SCALARS, Corpus
 from sweep.formats.golden import GoldenSet, Question
-from sweep.retrieval.base import Hits, Retriever
 from sweep.retrieval.chunking import Chunk
+from sweep.retrieval.retriever import Hits, Restriction, Retriever
 from sweep.retrieval.vector_index import Where
 from sweep.settings import Range, checked
 
@@ -41,15 +41,6 @@ def _comparable(value: Any) -> tuple[str, Any]:
     if isinstance(value, (int, float)):
         return ("number", float(value))
     return (type(value).__name__, value)
-
-
-@dataclass(frozen=True)
-class Restriction:
-    """The chunks one question may be answered from."""
-
-    chunk_ids: np.ndarray  # sorted; empty when the filters match no document
-    exact: bool = False  # scan them all instead of asking the index
-    where: Where | None = None  # the same as field -> values, for an index that filters by itself
 
 
 def parse_condition(filters: Mapping[str, Any], source: str) -> Condition:

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sweep.retrieval.base import Hits
+from sweep.retrieval.retriever import Hits
 
 NORMS = ("none", "min-max", "max", "sum", "z", "rank", "borda")
 FUSIONS = ("convex", "combsum", "combmnz", "rrf", "dbsf")

@@ -27,8 +27,8 @@ from typing import Annotated, Any
 import numpy as np
 
 from sweep.errors import InputError
-from sweep.retrieval.base import Hits, Retriever
 from sweep.retrieval.fusion import FUSIONS, NORMS, WEIGHTED, fuse
+from sweep.retrieval.retriever import Hits, Retriever
 from sweep.settings import OneOf, Range, checked
 
 

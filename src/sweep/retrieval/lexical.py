@@ -23,7 +23,7 @@ import numpy as np
 import Stemmer
 
 from sweep.errors import InputError
-from sweep.retrieval.base import Retriever
+from sweep.retrieval.retriever import Retriever
 from sweep.settings import OneOf, Range, checked
 
 BM25_METHODS = ("robertson", "atire", "bm25l", "bm25+", "lucene")

@@ -36,10 +36,10 @@ from sweep.formats.corpus import Corpus
 from sweep.formats.golden import GoldenSet, Question
 from sweep.formats.runs import Run
 from sweep.progress import progress_bar
-from sweep.retrieval.base import Hits, Retriever
 from sweep.retrieval.chunking import Chunk, Chunker
-from sweep.retrieval.filters import Filter, NoFilter, Restriction, filter_stats
+from sweep.retrieval.filters import Filter, NoFilter, filter_stats
 from sweep.retrieval.rerank import NoReranker, Reranker
+from sweep.retrieval.retriever import Hits, Restriction, Retriever
 
 LATENCY_SAMPLE = 200  # questions whose whole path is timed alone (about 2 s with MiniLM on 2 cores)
 LATENCY_SEED = 0  # the sample is drawn with this seed: the same golden set, the same questions

@@ -17,7 +17,7 @@ from typing import Annotated
 import numpy as np
 
 from sweep.errors import InputError
-from sweep.retrieval.base import Hits, Retriever
+from sweep.retrieval.retriever import Hits, Retriever
 from sweep.settings import Range, checked
 
 SearchUnderFilter = Callable[[Retriever], Hits]  # another retriever, same question, same filter and depth

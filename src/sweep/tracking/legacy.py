@@ -26,11 +26,11 @@ from sweep.errors import InputError
 
 # the modules as 474223c named them -> the module that holds their classes now
 LEGACY_MODULES = {
-    "sweep.records": "sweep.formats.records",
+    "sweep.records": "sweep.formats.lines",
     "sweep.corpus": "sweep.formats.corpus",
     "sweep.golden": "sweep.formats.golden",
     "sweep.runs": "sweep.formats.runs",
-    "sweep.retriever": "sweep.retrieval.base",
+    "sweep.retriever": "sweep.retrieval.retriever",
     "sweep.chunking": "sweep.retrieval.chunking",
     "sweep.embed": "sweep.retrieval.embed",
     "sweep.dense": "sweep.retrieval.dense",

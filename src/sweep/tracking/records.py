@@ -84,13 +84,6 @@ def loggable(values: Mapping[str, float]) -> dict[str, float]:
     return {metric_key(k): float(v) for k, v in values.items() if math.isfinite(v)}
 
 
-
-
-
-
-
-
-
 def log_tables(tables: Mapping[str, pd.DataFrame], run_id: str | None = None) -> None:
     """Each table as `mlflow.log_table` writes a new one (JSON in pandas' "split" orient, listed in
     the run's `mlflow.loggedArtifacts` tag, which the UI and `mlflow.load_table` read), for the
@@ -108,9 +101,6 @@ def log_tables(tables: Mapping[str, pd.DataFrame], run_id: str | None = None) ->
     entries = [{"path": path, "type": "table"} for path in tables]
     listed += [entry for entry in entries if entry not in listed]
     client.set_tag(run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps(listed))
-
-
-
 
 
 def log_comparison(run_id: str, name: str, markdown: str, data: Mapping[str, Any]) -> list[str]:
@@ -214,7 +204,11 @@ def load_record(
     members = {key.split("/")[1] for key in stored.metrics if key.startswith("member/") and key.count("/") >= 2}
     parts = {
         member: Part(
-            {key.split("/", 2)[2]: value for key, value in stored.metrics.items() if key.startswith(f"member/{member}/")},
+            {
+                key.split("/", 2)[2]: value
+                for key, value in stored.metrics.items()
+                if key.startswith(f"member/{member}/")
+            },
             None if member_hits is None else {qid: got[member] for qid, got in member_hits.items() if member in got},
         )
         for member in sorted(members)

@@ -36,11 +36,12 @@ The strategies, and the libraries they use because each gives exact offsets:
 
 `Chunk.prefix` is context embedded before the chunk text: every strategy's `context` setting
 (`none`, `title`, `heading`, `title+heading`; `markdown` defaults to `heading`, its section's
-heading path), added in one step after the cut (`sweep.retrieval.chunking.context`); it is never
+heading path), added in one step after the cut (`sweep.retrieval.chunking.chunk_context`); it is never
 part of the offsets. Embed `Chunk.embedded_text`.
 """
 
-from sweep.retrieval.chunking.base import Chunk, Chunker, TokenChunker
+from sweep.retrieval.chunking.chunk import Chunk
+from sweep.retrieval.chunking.chunker import Chunker, TokenChunker
 from sweep.retrieval.chunking.markdown import MarkdownChunker
 from sweep.retrieval.chunking.semantic import SemanticChunker
 from sweep.retrieval.chunking.spans import RecursiveChunker, SentenceChunker, SpanChunker

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from sweep.retrieval.chunking.base import Context, Span
-from sweep.retrieval.chunking.context import markdown_sections
+from sweep.retrieval.chunking.chunk_context import markdown_sections
+from sweep.retrieval.chunking.chunker import Context, Span
 from sweep.retrieval.chunking.spans import SpanChunker, trimmed
 from sweep.settings import Range, checked
 
@@ -31,7 +31,7 @@ class MarkdownChunker(SpanChunker):
 
     def sections(self, content: str) -> list[tuple[int, int, str]]:
         """(start, end, heading path) of each section, untrimmed; text before the first heading
-        has the empty path (`sweep.retrieval.chunking.context.markdown_sections`)."""
+        has the empty path (`sweep.retrieval.chunking.chunk_context.markdown_sections`)."""
         return markdown_sections(content)
 
     def spans(self, content: str) -> list[Span]:

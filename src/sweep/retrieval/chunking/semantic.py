@@ -8,7 +8,7 @@ from functools import cached_property
 from typing import Annotated, Any
 
 from sweep.errors import InputError
-from sweep.retrieval.chunking.base import Context, Span
+from sweep.retrieval.chunking.chunker import Context, Span
 from sweep.retrieval.chunking.spans import SpanChunker, trimmed
 from sweep.retrieval.models import load_sentence_transformer, sentence_transformers_folder
 from sweep.settings import NonEmpty, Range, checked

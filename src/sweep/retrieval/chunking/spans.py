@@ -10,11 +10,11 @@ from typing import Annotated, Any
 
 from sweep.formats.corpus import Corpus
 from sweep.progress import progress_bar
-from sweep.retrieval.chunking.base import (
+from sweep.retrieval.chunking.chunk import Chunk
+from sweep.retrieval.chunking.chunker import (
     CACHED_COUNTS,
     MIN_SENTENCE_CHARS,
     SENTENCE_ENDS,
-    Chunk,
     Chunker,
     Context,
     Span,

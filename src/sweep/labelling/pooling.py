@@ -31,7 +31,7 @@ from typing import Any
 from sweep.errors import InputError
 from sweep.formats.corpus import Corpus, load_corpus
 from sweep.formats.golden import GoldenSet, load_golden
-from sweep.labelling.queue import Candidate, Chunk, Header, write_queue
+from sweep.labelling.queue import Candidate, Header, PooledChunk, write_queue
 from sweep.text import listed
 from sweep.tracking.reading import LoggedRun, golden_source, latest_sweep, logged_run, sweep_children
 from sweep.tracking.records import load_record
@@ -211,20 +211,20 @@ def candidates(qid: str, judged: Mapping[str, int], runs: Sequence[PooledRun], c
     return sorted(out, key=lambda c: (c.best_rank, -len(c.ranks), c.doc))
 
 
-def best_chunk(qid: str, doc: str, by_run: Mapping[str, int], runs: Sequence[PooledRun], content: str) -> Chunk | None:
+def best_chunk(
+    qid: str, doc: str, by_run: Mapping[str, int], runs: Sequence[PooledRun], content: str
+) -> PooledChunk | None:
     """The document's best logged chunk in the run that ranked it best (runs in the order given on ties:
     the sort is stable)."""
     for pooled in sorted((p for p in runs if p.run.run_id in by_run), key=lambda p: by_run[p.run.run_id]):
         chunk = pooled.chunks.get(qid, {}).get(doc)
         if chunk is not None:
             start, end = int(chunk["start"]), int(chunk["end"])
-            return Chunk(pooled.run.run_id, start, end, chunk["score"], content[start:end])
+            return PooledChunk(pooled.run.run_id, start, end, chunk["score"], content[start:end])
     return None
 
 
-def build_pool(
-    runs: Sequence[LoggedRun], depth: int, golden: str | None = None, corpus: str | None = None
-) -> Pool:
+def build_pool(runs: Sequence[LoggedRun], depth: int, golden: str | None = None, corpus: str | None = None) -> Pool:
     check_same_data(runs)
     loaded_corpus, ids = corpus_of(runs[0], corpus)
     golden_set = load_golden(golden_path(runs, golden), loaded_corpus, warn=False)

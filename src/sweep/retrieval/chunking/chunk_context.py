@@ -22,12 +22,16 @@ context, so the evidence-based context metrics are computed on the same spans. W
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from sweep.formats.corpus import Corpus, Document
-from sweep.retrieval.chunking.base import HEADING_SEPARATOR, LINE_BREAK, Chunk
+from sweep.retrieval.chunking.chunk import Chunk
+
+HEADING_SEPARATOR = " > "  # between the headings of a heading path
+LINE_BREAK = re.compile(r"\r\n?|\n")  # what markdown-it counts as a line break
 
 
 @functools.cache

@@ -1,4 +1,4 @@
-"""What every retriever answers, and one question's answer.
+"""What every retriever answers, one question's answer, and the chunks a filter lets it answer from.
 
 The pipeline builds a retriever over the chunk texts, then asks it for the best k chunks of
 each question, possibly restricted to the chunks a metadata filter allows. Dense
@@ -16,10 +16,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sweep.retrieval.vector_index import Where
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from sweep.retrieval.filters import Restriction
+
+@dataclass(frozen=True)
+class Restriction:
+    """The chunks one question may be answered from."""
+
+    chunk_ids: np.ndarray  # sorted; empty when the filters match no document
+    exact: bool = False  # scan them all instead of asking the index
+    where: Where | None = None  # the same as field -> values, for an index that filters by itself
 
 
 class Retriever(ABC):

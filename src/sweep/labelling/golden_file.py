@@ -28,7 +28,7 @@ from sweep.errors import InputError
 from sweep.formats.corpus import Corpus
 from sweep.formats.files import exclusive_lock
 from sweep.formats.golden import GoldenSet, Question, load_golden, question_record, save_golden
-from sweep.formats.records import JSON_LINES_SUFFIXES, identifier
+from sweep.formats.lines import JSON_LINES_SUFFIXES, identifier
 from sweep.labelling.addresses import check_addressable
 from sweep.labelling.changes import Change
 

@@ -1,47 +1,29 @@
-"""What every chunking strategy shares: the `Chunk` (a document's exact character span and
-its token count), the `Chunker` interface, and `TokenChunker`, the baseline of fixed token windows."""
+"""What every chunking strategy shares: the `Chunker` interface (its chunks are `Chunk`s, with
+their context added in one step after the cut), the tokenizer it measures with, and `TokenChunker`,
+the baseline of fixed token windows."""
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Annotated
 
 from sweep.errors import InputError
 from sweep.formats.corpus import Corpus
+from sweep.retrieval.chunking.chunk import Chunk
+from sweep.retrieval.chunking.chunk_context import with_context
 from sweep.settings import OneOf, Range, checked
 
-PREFIX_SEPARATOR = "\n\n"  # between a chunk's prefix and its text in `embedded_text`
-HEADING_SEPARATOR = " > "  # between the headings of a heading path
 SENTENCE_ENDS = (". ", "! ", "? ", "\n")  # chonkie's default sentence delimiters
 MIN_SENTENCE_CHARS = 12  # chonkie's default: a shorter piece joins its neighbour ("e.g. ", "1. ")
 CACHED_COUNTS = 4096  # token counts a chunker remembers (texts of at most ~6 * size characters)
-LINE_BREAK = re.compile(r"\r\n?|\n")  # what markdown-it counts as a line break
 
 Span = tuple[int, int]
 # what every strategy embeds before a chunk's text (`Chunk.prefix`), the `context` setting of every chunking option
 CONTEXTS = ("none", "title", "heading", "title+heading")
 Context = Annotated[str, OneOf(CONTEXTS)]
-
-
-@dataclass(frozen=True)
-class Chunk:
-    doc_id: str
-    index: int  # position of the chunk within its document
-    start: int  # character offsets into the document's content
-    end: int
-    text: str
-    n_tokens: int  # tokens of `text` in the chunker's tokenizer, no special tokens (tokens: the window's)
-    prefix: str = ""  # context embedded before the text (title, heading path); not in the offsets
-
-    @property
-    def embedded_text(self) -> str:
-        """What is embedded: the prefix, a blank line, the text; the text alone without a prefix."""
-        return f"{self.prefix}{PREFIX_SEPARATOR}{self.text}" if self.prefix else self.text
 
 
 class Tokenizer:
@@ -101,7 +83,7 @@ def load_tokenizer(path: str) -> Tokenizer:
 class Chunker(ABC):
     """A chunking strategy: `split` a corpus into chunks of at most `size` tokens of the
     tokenizer at `tokenizer_path` (a local model folder; None: MiniLM's), each with the `context`
-    it embeds before its text (`sweep.retrieval.chunking.context`: one step for every strategy)."""
+    it embeds before its text (`sweep.retrieval.chunking.chunk_context`: one step for every strategy)."""
 
     size: int
     tokenizer_path: str | None
@@ -120,8 +102,6 @@ class Chunker(ABC):
     def split(self, corpus: Corpus) -> list[Chunk]:
         """Every document's chunks, documents in corpus order, chunks in document order, each
         with its `context` in `Chunk.prefix` (the spans are the strategy's alone)."""
-        from sweep.retrieval.chunking.context import with_context
-
         return with_context(self.cut(corpus), corpus, self.context, whole_documents=self.size == 0)
 
     @abstractmethod
