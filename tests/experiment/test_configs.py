@@ -13,12 +13,12 @@ from omegaconf import OmegaConf
 
 from helpers.commands import compose_config
 from sweep.experiment.trial import Settings
-from sweep.retrieval.base import Retriever
 from sweep.retrieval.chunking import Chunker
 from sweep.retrieval.embed import Embedder
 from sweep.retrieval.filters import Filter
 from sweep.retrieval.pipeline import Pipeline
 from sweep.retrieval.rerank import Reranker
+from sweep.retrieval.retriever import Retriever
 from sweep.retrieval.vector_index import VectorIndex
 from sweep.settings import schema_defaults
 
