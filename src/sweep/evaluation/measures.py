@@ -5,7 +5,7 @@ run and its judgments come in as integer arrays, `RankedJudgments.join` finds th
 documents among the retrieved ones (one hash join for all queries), and each metric is a few
 array operations over those hits. Sums per query are `np.bincount` with weights, taken in rank
 order, so they add up exactly as running sums over the ranks do; no Python loop runs per query.
-Definitions follow trec_eval (see DESIGN.md, "Metric definitions"). The metrics' names, directions
+Definitions follow trec_eval (docs/concepts/metrics.md). The metrics' names, directions
 and labels are declared in `registry`, which takes each rank metric's formula from its docstring here.
 """
 

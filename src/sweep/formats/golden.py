@@ -1,6 +1,6 @@
 """Golden sets in and out of files: `load_golden` reads any supported format, `save_golden` writes JSON Lines.
 
-Reads the formats DESIGN.md names (JSON Lines, YAML, a BEIR folder), TREC qrels
+Reads JSON Lines, YAML, a BEIR folder, TREC qrels
 (`qid 0 docid grade`) and Chroma's chunking benchmark (a folder with `questions_df.csv`),
 validates them, and, given the corpus, checks every label against it and resolves the evidence
 (`sweep.formats.evidence`). JSON Lines and YAML may say who graded each judgment and when, and

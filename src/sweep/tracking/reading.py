@@ -1,10 +1,10 @@
 """Reading logged runs back: `LoggedRun`, searching finished runs, a sweep's children, the artifacts a trial logged.
 
 What `sweep.tracking.records.load_record` assembles a record from: the tables, the TREC run file,
-the chunks each question got, the golden file a run was scored on. Artifacts on this machine (a local store's `file:` folders) are read as files; others
-(a server's, a cloud's) through MLflow, which is imported only then: its import alone takes about
-2 s. Reading creates nothing: no store, a store that cannot be reached, a malformed or unknown run
-id are each one line.
+the chunks each question got, the golden file a run was scored on. Artifacts are read through
+MLflow's client wherever they are (a local store's `file:` folders, a server's, a cloud's).
+Reading creates nothing: no store, a store that cannot be reached, a malformed or unknown run id
+are each one line.
 """
 
 from __future__ import annotations
@@ -183,8 +183,9 @@ def no_progress_bar() -> Iterator[None]:
 
 def local_artifacts(run: LoggedRun) -> Path | None:
     """The folder of `run`'s artifacts where they are files on this machine (a `file:` URI, or a
-    path, as MLflow gives them for a local store); None where MLflow must fetch them (a server's
-    `mlflow-artifacts:`, a cloud's)."""
+    path, as MLflow gives them for a local store); None where MLflow fetches them from elsewhere
+    (a server's `mlflow-artifacts:`, a cloud's). Only to say so when that folder is gone: MLflow
+    reads them either way."""
     parsed = urlparse(run.artifact_uri)
     if parsed.scheme == "file":
         return Path(url2pathname(parsed.path))
@@ -203,13 +204,9 @@ def require_artifacts(run: LoggedRun) -> None:
 
 def _listed(run: LoggedRun, folder: str | None = None) -> set[str]:
     """The paths of `run`'s artifacts in `folder` (its top level for None), as MLflow lists them."""
-    require_artifacts(run)
-    local = local_artifacts(run)
-    if local is not None:
-        within = local / folder if folder else local
-        return {str(Path(folder or "", name)) for name in os.listdir(within)} if within.is_dir() else set()
     import mlflow
 
+    require_artifacts(run)
     return {a.path for a in mlflow.MlflowClient().list_artifacts(run.run_id, folder)}
 
 
@@ -219,13 +216,9 @@ def _unreadable(run: LoggedRun, path: str, error: BaseException) -> InputError:
 
 @contextmanager
 def artifact_file(run: LoggedRun, path: str) -> Iterator[Path]:
-    """A file on this machine holding `run`'s artifact `path`: the artifact itself where the
-    artifacts are local, else MLflow's download of it into a temporary folder, removed afterwards.
-    An artifact MLflow cannot fetch is one line; reading a local one may raise OSError."""
-    local = local_artifacts(run)
-    if local is not None:
-        yield local / path
-        return
+    """A file on this machine holding `run`'s artifact `path`: MLflow's download of it (a copy,
+    for a local store) into a temporary folder, removed afterwards. An artifact MLflow cannot
+    fetch is one line."""
     import mlflow
 
     with no_progress_bar(), tempfile.TemporaryDirectory() as folder:
