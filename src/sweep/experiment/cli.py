@@ -35,12 +35,9 @@ from typing import Any
 
 import hydra
 from hydra import compose, initialize_config_module
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-from hydra._internal.utils import get_args_parser
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Quote, QuotedString
-from hydra.core.plugins import Plugins
 from hydra.errors import HydraException, MissingConfigException
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
@@ -58,7 +55,7 @@ from sweep.errors import (
     report_bad_input,
     stop_on_signals,
 )
-from sweep.experiment import checked
+from sweep.experiment.command_line import hydra_arguments_parser, sweep_combinations
 from sweep.experiment.trial import HOW_IT_RUNS, Trial, build_pipeline, check_settings, run_trial
 from sweep.reporting.console import (
     default_console,
@@ -120,26 +117,14 @@ def choices() -> dict[str, str]:
 def main() -> None:
     """Check the command line, run it; a signal stops the sweep as described in `stop`."""
     stop_on_signals()
-    register_default_sweeper()
     combinations = 0
     try:
         sys.argv[1:] = connecting_to_a_ray_cluster(maximizing(verbosity_flags(sys.argv[1:])))
         combinations = preflight(sys.argv[1:])
-        checked.hand_to_hydra()
         hydra_main()
         raise_if_interrupted()  # a signal a library swallowed during the last combination
     except (Interrupted, KeyboardInterrupt) as interrupted:
         stop(interrupted if isinstance(interrupted, Interrupted) else Interrupted("SIGINT", 130), combinations)
-
-
-def register_default_sweeper() -> None:
-    """`hydra/sweeper=preflighted` (src/hydra_plugins/golden_sweep), registered here: Hydra finds
-    plugins by listing `hydra_plugins`, which an editable install hides (hydra#2359). Imported after
-    Hydra's scan, which executes BasicSweeper's module anew: the subclass must extend that one."""
-    plugins = Plugins.instance()
-    from hydra_plugins.golden_sweep.preflighted_sweeper import PreflightedSweeper
-
-    plugins.register(PreflightedSweeper)
 
 
 def stop(interrupted: Interrupted, combinations: int) -> None:
@@ -197,9 +182,8 @@ def connecting_to_a_ray_cluster(argv: Sequence[str]) -> list[str]:
 @exit_2_on_bad_input
 def preflight(argv: Sequence[str]) -> int:
     """Compose and check every combination the command line asks for, as Hydra will; how many."""
-    checked.forget()
-    args, _ = get_args_parser().parse_known_args(argv)
-    asks_something_else = args.help or args.hydra_help or args.info or args.cfg or args.shell_completion
+    args, _ = hydra_arguments_parser().parse_known_args(argv)
+    asks_something_else = args.help or args.hydra_help or args.version or args.info or args.cfg or args.shell_completion
     other_config = args.config_path or args.config_dir or args.config_name or args.experimental_rerun
     if asks_something_else or other_config:
         return 0
@@ -217,7 +201,7 @@ def preflight(argv: Sequence[str]) -> int:
         swept = [o.input_line for o in parsed if o.is_hydra_override() and o.is_sweep_override()]
         if swept:
             raise InputError(f"{swept[0]}: Hydra's own settings (hydra.*) take one value in a sweep, not several")
-        jobs = BasicSweeper.split_arguments([o for o in parsed if not o.is_hydra_override()], None)[0]
+        jobs = sweep_combinations([o for o in parsed if not o.is_hydra_override()])
         combinations = [[*hydra_own, *job] for job in jobs]
     else:
         jobs = combinations = [list(args.overrides)]
@@ -229,16 +213,13 @@ def preflight(argv: Sequence[str]) -> int:
     if len(combinations) >= NOTICE_FROM:
         print(f"checking the {len(combinations):,} combinations before the first runs ...", file=sys.stderr)
     with initialize_config_module(version_base="1.3", config_module="sweep.conf"):
-        first = composed_with_hydra(combinations[0])  # also for the output folder and Hydra's mode
+        first = composed_with_hydra(combinations[0])  # also for the output folder
         check_output_folder(first, args.multirun)
-        if first is not None:
-            checked.record_mode(OmegaConf.select(first, "hydra.mode"))
         for number, (combination, job) in enumerate(zip(combinations, jobs)):
             where = f" (in the combination {' '.join(job)})" if len(combinations) > 1 else ""
             try:
                 reuse = number == 0 and first is not None
                 composed = first if reuse else compose("config", overrides=combination, return_hydra_config=True)
-                checked.record_composition(combination, len(hydra_own if args.multirun else combination), composed)
                 cfg = without_hydra(composed)
                 check_settings(cfg)
                 if cfg.resume and not args.multirun:
@@ -251,8 +232,6 @@ def preflight(argv: Sequence[str]) -> int:
                 if isinstance(error, (HydraException, OmegaConfBaseException)):
                     raise InputError(composition_error(error, combination) + where) from None
                 raise
-    if args.multirun:  # the combinations as the sweeper will launch them: Hydra's own overrides apart
-        checked.record(jobs)
     return len(combinations)
 
 

@@ -1,1 +1,0 @@
-"""golden-sweep's Hydra plugins: Hydra instantiates plugins only from the `hydra_plugins` namespace."""

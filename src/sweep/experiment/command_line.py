@@ -1,0 +1,48 @@
+"""`python -m sweep`'s command line as Hydra reads it, for the preflight to compose what Hydra
+will: its options (those of `hydra.main`'s parser) and, with `-m`, the combinations Hydra's basic
+sweeper launches. Built on Hydra's public override parser; Hydra keeps its own versions of both
+in `hydra._internal`, which the tests hold these to."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from collections.abc import Sequence
+
+from hydra.core.override_parser.types import Override
+
+from sweep.errors import InputError
+
+
+def hydra_arguments_parser() -> argparse.ArgumentParser:
+    """A parser of the options `hydra.main` takes (Hydra 1.3), which reads a command line as
+    Hydra does: an option that takes a value takes the same argument here, not an override."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("overrides", nargs="*")
+    for flag in ["--help -h", "--hydra-help", "--version", "--resolve", "--run -r", "--multirun -m"]:
+        parser.add_argument(*flag.split(), action="store_true")
+    parser.add_argument("--shell-completion", "-sc", action="store_true")
+    for option in ["--cfg -c", "--package -p", "--config-path -cp", "--config-name -cn", "--config-dir -cd"]:
+        parser.add_argument(*option.split())
+    parser.add_argument("--experimental-rerun")
+    parser.add_argument("--info", "-i", nargs="?", const="all")
+    return parser
+
+
+def sweep_combinations(overrides: Sequence[Override]) -> list[list[str]]:
+    """Every combination of `overrides` (a sweep's, Hydra's own left out) in the order Hydra's
+    basic sweeper launches them: the product of each key's values, the keys in the order first
+    given (a key given again takes the later values, in the first one's place)."""
+    values: dict[str, list[str]] = {}
+    for override in overrides:
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            values[key] = [f"{key}={override.get_value_element_as_str()}"]
+        elif override.is_discrete_sweep():
+            values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            raise InputError(
+                f"{override.input_line}: Hydra's basic sweeper takes lists, range() and glob(), not intervals; "
+                "hydra/sweeper=optuna samples an interval"
+            )
+    return [list(combination) for combination in itertools.product(*values.values())]
