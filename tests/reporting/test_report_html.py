@@ -1,7 +1,9 @@
 """The sweep's report.html: built from real SweepResults (synthetic per-question values ranked by
 sweep.evaluation.leaderboard) and from a real sweep, checked as text (self-contained, deterministic,
-escaped, labels and config keys) and as pages rendered by headless Chromium at the width of MLflow's
-artifact viewer (no sideways scroll of the leaderboard, AA contrast computed from the page's colours)."""
+escaped, labels and config keys), its plot as matplotlib drew it (log axis, labels apart), and as
+pages rendered by headless Chromium at the width of MLflow's artifact viewer (no sideways scroll of
+the leaderboard, AA contrast computed from the page's colours, the plot's points, tooltips, front and
+labels as the browser lays them out)."""
 
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ from sweep.evaluation.leaderboard import (
 )
 from sweep.evaluation.record import TrialRecord
 from sweep.reporting.configs import config_labels, settings_that_differ, shared_overrides, split_overrides
+from sweep.reporting.formatting import number
 from sweep.reporting.html import contrast, render
-from sweep.reporting.svg import Point, pareto_svg
+from sweep.reporting.svg import Point, pareto_figure, pareto_marked, pareto_svg
 
 OBJECTIVE = "ndcg_at_10"
 TYPES = ("lookup", "policy", "procedure")
@@ -132,9 +135,11 @@ def test_page_is_self_contained_escaped_and_deterministic(results):
     page = render(results, "Sweep <golden> & co")
     assert page == render(results, "Sweep <golden> & co")
     assert "http://" not in page and "https://" not in page
-    assert not re.search(r"\b(src|href)\s*=", page, re.IGNORECASE)  # no link: MLflow's sandboxed viewer follows none
-    assert "<a " not in page and "<nav" not in page
-    assert "@import" not in page and "url(" not in page
+    # no link (MLflow's sandboxed viewer follows none): the only references are the plot's to its own parts
+    references = re.findall(r'\b(?:src|href)\s*=\s*"([^"]*)"|url\(([^)]*)\)', page, re.IGNORECASE)
+    targets = {link or address for link, address in references}
+    assert targets and all(t.startswith("#") and f'id="{t[1:]}"' in page for t in targets), targets
+    assert "<a " not in page and "<nav" not in page and "@import" not in page
     assert "<script" not in page  # not even the question's: it is escaped
     assert html_escaped(HOSTILE) in page
     assert "<title>Sweep &lt;golden&gt; &amp; co</title>" in page
@@ -182,18 +187,41 @@ def test_heat_cells_read_black_or_white_whichever_contrasts_more(results):
 
 
 def test_latency_axis_is_logarithmic_when_the_spread_exceeds_ten_times():
-    def svg(latencies: list[float]) -> str:
-        points = [Point(f"r{i}", f"model={i}", i + 1, 0.8, 0.7, 0.9, ms, "other") for i, ms in enumerate(latencies)]
-        return pareto_svg(points, OBJECTIVE)
+    def plotted(latencies: list[float]) -> list[Point]:
+        return [Point(f"r{i}", f"model={i}", i + 1, 0.8, 0.7, 0.9, ms, "other") for i, ms in enumerate(latencies)]
 
-    def x_of(page: str) -> list[float]:
-        return [float(x) for x in re.findall(r'<circle class="point[^"]*"[^>]* cx="([\d.]+)"', page)]
+    spread = plotted([0.3, 1.4, 173.0])  # bm25, tf-idf, MiniLM on the bundled set
+    axes = pareto_figure(spread, OBJECTIVE).axes[0]
+    assert axes.get_xscale() == "log" and axes.get_xlabel() == "search latency p50 (ms, log scale)"
+    to_share = axes.transAxes.inverted().transform
+    bm25, tfidf, minilm = (to_share(axes.transData.transform((p.latency, p.mean)))[0] for p in spread)
+    assert tfidf - bm25 > 0.2 and minilm - tfidf > 0.4  # a linear axis puts the first two 0.6% of its width apart
+    ticks = re.findall(r">([^<>]+)</text>", pareto_svg(spread, OBJECTIVE))
+    assert {"0.5", "1", "2", "10", "100", "200"} <= set(ticks)  # numbers as written, not powers of ten
+    assert pareto_figure(plotted([4.0, 9.0, 12.5]), OBJECTIVE).axes[0].get_xscale() == "linear"
 
-    spread = svg([0.3, 1.4, 173.0])  # bm25, tf-idf, MiniLM on the bundled set
-    assert "log scale" in spread and all(f">{tick}<" in spread for tick in (0.2, 1, 10, 100, 500))
-    bm25, tfidf, minilm = x_of(spread)
-    assert tfidf - bm25 > 100 and minilm - tfidf > 200  # a linear axis puts the first two 1 px apart
-    assert "log scale" not in svg([4.0, 9.0, 12.5])
+
+def test_labels_of_close_configurations_do_not_overlap():
+    """Twelve configurations within a few thousandths and milliseconds of each other (ties, by
+    design): each label in the plot, none over another, all inside the axes, written as given."""
+    points = pareto_marked(
+        [
+            Point(f"r{i}", f"model=m{i} prompt=$q$ & <b>", i + 1, 0.8 + 0.002 * (i % 4), 0.75, 0.85, lat, "tied")
+            for i, lat in enumerate([0.3, 0.32, 0.35, 1.4, 1.5, 1.6, 170, 175, 180, 185, 0.31, 1.45])
+        ]
+    )
+    figure = pareto_figure(points, OBJECTIVE)
+    axes = figure.axes[0]
+    figure.draw_without_rendering()
+    labels = {text.get_gid(): text for text in axes.texts if text.get_gid()}
+    assert sorted(labels) == sorted(f"configuration-{i}-label" for i in range(12))
+    boxes = [label.get_window_extent() for label in labels.values()]
+    inside = axes.get_window_extent()
+    assert all(inside.x0 <= b.x0 and b.x1 <= inside.x1 and inside.y0 <= b.y0 and b.y1 <= inside.y1 for b in boxes)
+    assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :] if a.overlaps(b)]
+    svg = pareto_svg(points, OBJECTIVE)
+    assert "#1 model=m0 prompt=$q$ &amp; &lt;b&gt;</text>" in svg  # not TeX, escaped once
+    assert svg == pareto_svg(points, OBJECTIVE)
 
 
 def test_a_sweep_whose_finished_runs_have_no_value_says_so():
@@ -233,7 +261,7 @@ def test_page_without_scored_configurations(results):
         mde=float("nan"),
     )
     page = render(empty, "failed sweep")
-    assert "Nothing to plot" in page and 'class="point' not in page
+    assert "Nothing to plot" in page and "<svg" not in page
     assert '<td class="num">-</td>' in page and ">FAILED</td>" in page
 
 
@@ -255,6 +283,33 @@ return [...document.querySelectorAll(arguments[0])]
   .filter((e) => e.innerText.trim())
   .map((e) => [e.innerText.trim().slice(0, 40), getComputedStyle(e).color, background(e)]);
 """
+
+
+# the plot's texts (axes, legend, labels: all on white) and their fill
+PLOT_TEXT_JS = """
+return [...document.querySelectorAll('#pareto text')].map((t) => [t.textContent, getComputedStyle(t).fill]);
+"""
+
+# each label of a point in the plot and the box it covers on the page
+LABEL_BOXES_JS = """
+return [...document.querySelectorAll('#pareto g[id$="-label"] text')].map((t) => {
+  const box = t.getBoundingClientRect();
+  return [t.textContent, box.left, box.top, box.right, box.bottom];
+});
+"""
+
+
+def plot_labels(browser) -> list[str]:
+    """The labels of the plot's points, sorted, after checking that no two of them overlap on the page."""
+    boxes = browser.execute_script(LABEL_BOXES_JS)  # text, left, top, right, bottom
+    overlapping = [
+        (a, b)
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
+        if a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]
+    ]
+    assert not overlapping, overlapping
+    return sorted(text for text, *_ in boxes)
 
 
 def rgb(colour: str) -> tuple[int, int, int]:
@@ -279,6 +334,7 @@ def check_in_the_viewer_width(browser, page) -> None:
     heat = browser.execute_script(COLOURS_JS, "td.heat")
     assert len(heat) == len(browser.find_elements("css selector", "td.heat"))  # every cell has a number
     texts = heat + browser.execute_script(COLOURS_JS, "h1, h2, p, th, td, span.mark, span.ci")
+    texts += [(text, fill, "rgb(255, 255, 255)") for text, fill in browser.execute_script(PLOT_TEXT_JS)]
     low = [(text, colour, back) for text, colour, back in texts if contrast(rgb(colour), rgb(back)) < 4.5]
     assert not low, low
 
@@ -324,19 +380,25 @@ def test_reports_in_a_browser(results, real_sweep, browser, tmp_path):
     assert "are not detectable" in browser.find_element(By.CSS_SELECTOR, "p.mde").text
     assert SHARED in " ".join(browser.find_element(By.CSS_SELECTOR, "p.summary").text.split())
 
-    # 2. Pareto plot: a point per finished configuration with latency; the front is the leader and its tie
-    points = browser.find_elements(By.CSS_SELECTOR, "#pareto circle.point")
-    assert sorted(p.get_attribute("data-run-id") for p in points) == ["run-bm25", "run-flat", "run-hnsw"]
-    assert all(p.is_displayed() and p.size["width"] > 0 for p in points)
-    assert sorted(attributes("#pareto circle.point.on-front", "data-run-id")) == ["run-flat", "run-hnsw"]
-    assert attributes("#pareto circle.point.leader", "data-run-id") == ["run-hnsw"]
-    assert attributes("#pareto circle.point.tied", "data-run-id") == ["run-flat"]
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#pareto polyline.pareto-front")) == 1
-    assert sorted(texts("#pareto text.point-label")) == [
-        "#1 model=minilm index=hnsw",
-        "#2 model=minilm index=flat",
-        "#3 model=bm25",
-    ]
+    # 2. Pareto plot: a point per finished configuration with latency, its tooltip naming it and its
+    # numbers; the front through the leader and its tie; labels apart
+    points = {
+        p.get_attribute("data-run-id"): p for p in browser.find_elements(By.CSS_SELECTOR, "#pareto g[data-run-id]")
+    }
+    assert sorted(points) == ["run-bm25", "run-flat", "run-hnsw"]
+    assert all(p.is_displayed() and p.size["width"] > 0 for p in points.values())
+    roles = {"run-hnsw": "leader (best mean)", "run-flat": "tied with the leader", "run-bm25": "significantly worse"}
+    for run_id, point in points.items():
+        tooltip = browser.execute_script("return arguments[0].querySelector(':scope > title').textContent", point)
+        mean, low, high = (number(results.leaderboard.loc[run_id, column]) for column in ("mean", "ci_low", "ci_high"))
+        rank = EXPECTED_ORDER.index(run_id) + 1
+        numbers = f"#{rank} {LABELS[run_id]}: {OBJECTIVE} {mean} [{low}, {high}], latency p50 "
+        assert tooltip.startswith(numbers), tooltip
+        assert tooltip.endswith(roles[run_id] + (", on the Pareto front" if rank < 3 else "")), tooltip
+    front = browser.find_element(By.CSS_SELECTOR, "#pareto-front path").rect  # from the tie (faster) to the leader
+    ends = [points[r].rect["x"] + points[r].rect["width"] / 2 for r in ("run-flat", "run-hnsw")]
+    assert abs(front["x"] - ends[0]) < 1.5 and abs(front["x"] + front["width"] - ends[1]) < 1.5
+    assert plot_labels(browser) == ["#1 model=minilm index=hnsw", "#2 model=minilm index=flat", "#3 model=bm25"]
     assert any("model=tfidf" in note and "not placed" in note for note in texts("#pareto-section p.note"))
 
     # 3. heatmap: finished configurations x question types, a number in each cell
@@ -360,7 +422,7 @@ def test_reports_in_a_browser(results, real_sweep, browser, tmp_path):
     _, children, cwd, _ = real_sweep
     check_in_the_viewer_width(browser, cwd / "multirun" / "report.html")
     assert sorted(texts("#leaderboard td.config")) == ["model=bm25", "model=tfidf"]
-    assert sorted(t.split(" ", 1)[1] for t in texts("#pareto text.point-label")) == ["model=bm25", "model=tfidf"]
+    assert sorted(label.split(" ", 1)[1] for label in plot_labels(browser)) == ["model=bm25", "model=tfidf"]
     assert texts("#differing thead th") == ["config", "model"]
     assert browser.find_element(By.CSS_SELECTOR, "p.mde").text.startswith("with 12 answerable questions")
     assert sorted(attributes("#leaderboard tbody tr", "data-run-id")) == sorted(children.values())

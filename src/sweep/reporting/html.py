@@ -5,8 +5,9 @@ The page holds, for the sweep's objective:
 1. the leaderboard: each configuration's mean with its 95% bootstrap interval, the difference to
    the leader and its Holm-corrected paired p-value, the tied-with-best mark, the number of
    questions, the cost columns that were logged; failed runs last; the minimum detectable effect;
-2. a quality-versus-latency plot (static SVG): one point per finished configuration with its
-   interval as an error bar, the Pareto front (higher quality at lower latency) drawn through;
+2. a quality-versus-latency plot (matplotlib's SVG, `sweep.reporting.svg`): one point per
+   finished configuration with its interval as an error bar, the Pareto front (higher quality at
+   lower latency) drawn through, each point's tooltip naming it and its numbers;
 3. a configuration x question-type heatmap of the objective;
 4. the questions with the lowest objective averaged over the configurations, with each value;
 5. the config keys whose values differ between the configurations (`sweep.reporting.configs`).
@@ -14,7 +15,8 @@ The page holds, for the sweep's objective:
 A configuration is labelled by the overrides that vary (`sweep.reporting.configs`); the page names
 the shared ones once. Everything is inline (CSS, SVG) and nothing is fetched, so the page works
 offline and inside MLflow's artifact viewer; it has no script and no link at all (the viewer shows
-it in a sandboxed frame of a blob: URL, where even a link to a section of the page does nothing).
+it in a sandboxed frame of a blob: URL, where even a link to a section of the page does nothing),
+only the plot's references to its own parts (`xlink:href="#..."`, `url(#...)`), which draw there.
 The leaderboard fits the viewer's width (about 860 px) without scrolling sideways; text has at
 least WCAG AA contrast (4.5:1) on its background, heat cells' included. All user text is
 HTML-escaped. Statistics show 4 decimals, costs 2 (milliseconds, seconds) or a binary unit
@@ -24,6 +26,7 @@ on time or randomness).
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -33,7 +36,7 @@ from sweep.evaluation.leaderboard import SweepResults
 from sweep.evaluation.registry import BY_NAME, COSTS, LATENCY
 from sweep.reporting.configs import config_labels, settings_that_differ, shared_overrides
 from sweep.reporting.formatting import cost, is_missing, number
-from sweep.reporting.svg import Point, esc, pareto_marked, pareto_svg
+from sweep.reporting.svg import Point, pareto_marked, pareto_svg
 from sweep.text import shortened
 
 WORST_QUESTIONS = 10
@@ -71,17 +74,6 @@ span.mark.tie { color: #7a4100; background: #fbd9a8; }
 span.mark.worse { color: #fff; background: #4f6479; }
 td.heat { text-align: right; font-variant-numeric: tabular-nums; min-width: 3.5rem; }
 svg#pareto { max-width: 100%; height: auto; }
-svg text { font-family: inherit; font-size: 11px; fill: #333; }
-svg .axis path { stroke: #888; }
-svg line.grid { stroke: #e8e8e8; }
-svg text.point-label { paint-order: stroke; stroke: #fff; stroke-width: 4px; stroke-linejoin: round; }
-svg .interval { stroke: #666; stroke-width: 1.2; }
-svg .pareto-front { fill: none; stroke: #2c3e50; stroke-width: 1.5; stroke-dasharray: 5 4; }
-svg circle.point, svg circle.swatch { stroke: #fff; stroke-width: 1; }
-svg circle.leader { fill: #c0392b; }
-svg circle.tied { fill: #e67e22; }
-svg circle.other { fill: #5b7a99; }
-svg circle.on-front { stroke: #2c3e50; stroke-width: 2.5; }
 """
 
 
@@ -122,6 +114,10 @@ def render(results: SweepResults, title: str) -> str:
 
 
 # --- page parts ----------------------------------------------------------------------------------
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value))
 
 
 def is_true(value: object) -> bool:

@@ -1,26 +1,55 @@
-"""The quality-versus-latency plot of a sweep's report as static SVG: points with their intervals,
-the Pareto front through them, labels that do not overlap, and a legend. Latency is on a log scale
-when the slowest configuration takes more than `LOG_FROM` times as long as the fastest (a dense
-model beside lexical ones), where a linear axis would pile the fast ones on one point.
+"""The quality-versus-latency plot of a sweep's report, drawn by matplotlib as SVG to inline in the page.
 
-Pure text: no script, nothing fetched; the page (`sweep.reporting.html`) holds the styles.
+One point per configuration with its interval as an error bar, the Pareto front through them, a
+label beside each point that overlaps no other label, point or interval where there is room, and a
+legend. Latency is on a log scale when the slowest configuration takes more than `LOG_FROM` times as
+long as the fastest (a dense model beside lexical ones), where a linear axis would pile the fast ones
+on one point. Each point's group carries its run id (`data-run-id`) and a `<title>`, the tooltip that
+names the configuration and its numbers.
+
+Text stays text (`svg.fonttype` "none"): a fraction of the size of glyph outlines, readable by a
+screen reader and found by the browser's search. It is measured in DejaVu Sans, which the page
+asks for and which is wider than the sans-serif fonts a browser falls back to without it (Arial,
+Helvetica, Segoe UI), so labels placed apart here stay apart there. The same
+points give the same bytes: no date, a fixed hash salt for matplotlib's ids. matplotlib is imported
+when the first plot is drawn: the commands that import the page but draw nothing start faster.
 """
 
 from __future__ import annotations
 
 import html
-import math
+import io
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from sweep.reporting.formatting import number
 from sweep.text import shortened
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.text import Annotation
+    from matplotlib.transforms import Bbox
+
 LABEL_LIMIT = 40  # characters of a configuration's label next to its point in the plot
+LOG_FROM = 10  # the latency axis is logarithmic when max / min latency exceeds this
 
-
-def esc(value: object) -> str:
-    return html.escape(str(value))
+COLOURS = {"leader": "#c0392b", "tied": "#e67e22", "other": "#5b7a99"}
+ROLES = {"leader": "leader (best mean)", "tied": "tied with the leader", "other": "significantly worse"}
+FRONT_COLOUR = "#2c3e50"
+FRONT_LINE = {"color": FRONT_COLOUR, "linestyle": (0, (5, 4)), "linewidth": 1.5}  # dashed
+TEXT_COLOUR = "#333333"  # 12.6:1 on white
+STYLE = {
+    "svg.fonttype": "none",
+    "svg.hashsalt": "golden-sweep",  # ids (clip paths, markers) from the content, not from a random salt
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans"],
+    "font.size": 9,
+}
+METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}  # no <metadata>: no date, no URL
 
 
 @dataclass(frozen=True)
@@ -35,6 +64,13 @@ class Point:
     role: str  # leader, tied, other
     on_front: bool = False
 
+    def tooltip(self, objective: str) -> str:
+        return (
+            f"#{self.rank} {self.label}: {objective} {number(self.mean)} [{number(self.low)}, {number(self.high)}], "
+            f"latency p50 {number(self.latency, 2)} ms; {ROLES[self.role]}"
+            + (", on the Pareto front" if self.on_front else "")
+        )
+
 
 def pareto_marked(points: Sequence[Point]) -> list[Point]:
     """`points` with `on_front` set where no other point has at least the quality at no more
@@ -48,156 +84,165 @@ def pareto_marked(points: Sequence[Point]) -> list[Point]:
     return [replace(p, on_front=not dominated(p)) for p in points]
 
 
-def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """Round tick values (1, 2 or 5 times a power of ten apart) that cover low..high."""
-    if high <= low:
-        pad = abs(low) * 0.1 or 1.0
-        low, high = low - pad, high + pad
-    raw = (high - low) / count
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    first, last = math.floor(low / step), math.ceil(high / step)
-    return [round(i * step, 12) for i in range(first, last + 1)]
-
-
-def log_ticks(low: float, high: float) -> list[float]:
-    """1, 2 and 5 times powers of ten (powers of ten alone across more than 3 decades), from the
-    largest at or below `low` (> 0) to the smallest at or above `high`."""
-    multiples = (1,) if math.log10(high / low) > 3 else (1, 2, 5)
-    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
-    candidates = [round(m * 10.0**power, 12) for power in decades for m in multiples]
-    first = max(c for c in candidates if c <= low)
-    last = min(c for c in candidates if c >= high)
-    return [c for c in candidates if first <= c <= last]
-
-
-def tick_text(value: float, ticks: Sequence[float]) -> str:
-    step = ticks[1] - ticks[0]
-    decimals = max(0, -math.floor(math.log10(step))) if step < 1 else 0
-    return f"{value:.{decimals}f}"
-
-
-@dataclass(frozen=True)
-class Axis:
-    """Where a value falls between the first and last tick (0 to 1), linearly or on a log scale."""
-
-    ticks: list[float]
-    log: bool = False
-
-    def share(self, value: float) -> float:
-        scale = math.log10 if self.log else float
-        return (scale(value) - scale(self.ticks[0])) / (scale(self.ticks[-1]) - scale(self.ticks[0]))
-
-    def text(self, tick: float) -> str:
-        return f"{tick:g}" if self.log else tick_text(tick, self.ticks)
-
-
-LOG_FROM = 10  # the latency axis is logarithmic when max / min latency exceeds this
-
-
-def latency_axis(latencies: Sequence[float]) -> Axis:
-    low, high = min(latencies), max(latencies)
-    if low > 0 and high / low > LOG_FROM:
-        return Axis(log_ticks(low / 1.2, high * 1.2), log=True)
-    span = high - low
-    return Axis(nice_ticks(max(0.0, low - 0.08 * span), high + 0.08 * span))
-
-
-WIDTH, HEIGHT = 800, 440
-LEFT, RIGHT, TOP, BOTTOM = 64, 180, 20, 50  # margins; the legend goes in the right one
-
-
 def pareto_svg(points: Sequence[Point], objective: str) -> str:
-    x_axis = latency_axis([p.latency for p in points])
-    span_y = max(p.high for p in points) - min(p.low for p in points)
-    y_axis = Axis(nice_ticks(min(p.low for p in points) - 0.05 * span_y, max(p.high for p in points) + 0.05 * span_y))
-    plot_right, plot_bottom = WIDTH - RIGHT, HEIGHT - BOTTOM
+    """The plot as an `<svg id="pareto">` element for an HTML page: no XML prolog, no namespace
+    URLs; each point's group with its run id and tooltip."""
+    import matplotlib
 
-    def x_of(value: float) -> float:
-        return LEFT + x_axis.share(value) * (plot_right - LEFT)
-
-    def y_of(value: float) -> float:
-        return plot_bottom - y_axis.share(value) * (plot_bottom - TOP)
-
-    parts = [
-        f'<svg id="pareto" width="{WIDTH}" height="{HEIGHT}" '
-        f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{esc(objective)} versus search latency">'
-    ]
-    parts.append('<g class="axis">')
-    for tick in x_axis.ticks:
-        x = x_of(tick)
-        parts.append(f'<line class="grid" x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{plot_bottom}"/>')
-        parts.append(f'<text x="{x:.1f}" y="{plot_bottom + 16}" text-anchor="middle">{x_axis.text(tick)}</text>')
-    for tick in y_axis.ticks:
-        y = y_of(tick)
-        parts.append(f'<line class="grid" x1="{LEFT}" y1="{y:.1f}" x2="{plot_right}" y2="{y:.1f}"/>')
-        parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{y_axis.text(tick)}</text>')
-    parts.append(f'<path d="M{LEFT},{TOP} V{plot_bottom} H{plot_right}" fill="none"/>')
-    parts.append(
-        f'<text x="{(LEFT + plot_right) / 2:.1f}" y="{HEIGHT - 12}" text-anchor="middle">'
-        f"search latency p50 (ms{', log scale' if x_axis.log else ''})</text>"
+    with matplotlib.rc_context(STYLE):
+        figure = pareto_figure(points, objective)
+        buffer = io.StringIO()
+        figure.savefig(buffer, format="svg", metadata=METADATA)
+    width, height = (f"{inches * 72:g}" for inches in figure.get_size_inches())
+    svg = buffer.getvalue()
+    # matplotlib's root element names its namespaces by URL, which a page inside HTML does without
+    root = (
+        f'<svg id="pareto" width="{width}pt" height="{height}pt" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{html.escape(objective)} versus search latency">'
     )
-    parts.append(
-        f'<text transform="translate(16,{(TOP + plot_bottom) / 2:.1f}) rotate(-90)" text-anchor="middle">'
-        f"{esc(objective)}</text></g>"
-    )
+    svg = root + svg[svg.index(">", svg.index("<svg")) + 1 :]
+
+    def with_tooltip(match: re.Match[str]) -> str:
+        point = points[int(match[1])]
+        run_id = "" if match[2] else f' data-run-id="{html.escape(point.run_id)}"'
+        return f"{match[0][:-1]}{run_id}><title>{html.escape(point.tooltip(objective))}</title>"
+
+    return re.sub(r'<g id="configuration-(\d+)(-label)?">', with_tooltip, svg)
+
+
+def pareto_figure(points: Sequence[Point], objective: str) -> Figure:
+    """The plot as a matplotlib figure: the point of `points[i]` is artist `configuration-i`, its
+    label `configuration-i-label`, the front `pareto-front`."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    # 72 dpi: a display pixel is a point of the SVG, so labels are placed in the SVG's own units
+    figure = Figure(figsize=(8, 4.4), dpi=72)
+    figure.subplots_adjust(left=0.09, right=0.76, bottom=0.12, top=0.97)  # fixed: labels are placed after layout
+    axes = figure.add_subplot()
+    latencies = [p.latency for p in points]
+    log = min(latencies) > 0 and max(latencies) / min(latencies) > LOG_FROM
+    if log:
+        axes.set_xscale("log")
+        # 1, 2 and 5 times powers of ten, written as numbers (not 10^k); across more than 3 decades,
+        # powers of ten alone
+        wide = max(latencies) / min(latencies) > 1000
+        axes.xaxis.set_major_locator(LogLocator(subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
+        axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        axes.xaxis.set_minor_locator(NullLocator())
+    else:
+        axes.ticklabel_format(axis="x", useOffset=False)
+    axes.margins(x=0.08, y=0.1)
+    axes.grid(color="#e8e8e8", linewidth=0.8)
+    axes.set_axisbelow(True)
+    axes.set_xlabel(f"search latency p50 (ms{', log scale' if log else ''})")
+    axes.set_ylabel(objective)
     front = sorted((p for p in points if p.on_front), key=lambda p: (p.latency, -p.mean))
     if len(front) > 1:
-        path = " ".join(f"{x_of(p.latency):.1f},{y_of(p.mean):.1f}" for p in front)
-        parts.append(f'<polyline class="pareto-front" points="{path}"/>')
-    placed: list[tuple[float, float, float]] = []  # label boxes (x from, x to, baseline y) already drawn
+        axes.plot([p.latency for p in front], [p.mean for p in front], gid="pareto-front", zorder=2, **FRONT_LINE)
+    for i, p in enumerate(points):
+        axes.errorbar(
+            p.latency, p.mean, yerr=[[p.mean - p.low], [p.high - p.mean]], fmt="none", ecolor="#666666", capsize=4
+        )
+        axes.plot(p.latency, p.mean, gid=f"configuration-{i}", clip_on=False, zorder=3, **marker(p.role, p.on_front))
+    labels = [
+        axes.annotate(
+            f"#{p.rank} {shortened(p.label, LABEL_LIMIT)}",
+            (p.latency, p.mean),
+            xytext=OFFSETS[0],
+            textcoords="offset points",
+            color=TEXT_COLOUR,
+            verticalalignment="center",
+            parse_math=False,  # a label with $ in it is a label, not TeX
+            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
+            gid=f"configuration-{i}-label",
+            zorder=4,
+        )
+        for i, p in enumerate(points)
+    ]
+    axes.autoscale_view()  # the limits the labels are placed against, before they are placed
+    place_labels(axes, points, labels)
+    axes.legend(handles=legend_handles(), loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    return figure
+
+
+def marker(role: str, on_front: bool) -> dict[str, object]:
+    """Line2D properties of a point: its role's colour, larger for the leader, a dark ring on the front."""
+    return {
+        "marker": "o",
+        "linestyle": "none",
+        "markersize": 10 if role == "leader" else 8,
+        "markerfacecolor": COLOURS[role],
+        "markeredgecolor": FRONT_COLOUR if on_front else "white",
+        "markeredgewidth": 2 if on_front else 1,
+    }
+
+
+def legend_handles() -> list[Line2D]:
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], label=text, **marker(role, False)) for role, text in ROLES.items()]
+    handles.append(Line2D([], [], label="on the Pareto front", **marker("other", True)))
+    handles.append(Line2D([], [], label="Pareto front", **FRONT_LINE))
+    return handles
+
+
+# Where a label goes, in points from its point, tried in order: below right (on the front every
+# point has the others up and to the right of it), below left, above right, above left, then a
+# line further down and up each time (a line is 13 points, a label 10), as far as the axes go; a
+# label is centred on its y.
+BESIDE, LINE = 9, 13
+OFFSETS = [(side * BESIDE, sign * (BESIDE + LINE * line)) for line in range(20) for sign in (-1, 1) for side in (1, -1)]
+CLEARANCE = 5  # points a label keeps from a point and from its interval's line and caps
+
+
+def place_labels(axes: Axes, points: Sequence[Point], labels: Sequence[Annotation]) -> None:
+    """Each label, in order, at the first offset where it stays inside the axes and overlaps no label
+    placed before it, nor any point or interval; else at the first offset inside the axes that
+    overlaps no label (a point or interval under it); else below right. Close configurations
+    (ties, by design) would otherwise print their labels over each other. A label moved a line or
+    more away from its point gets a thin line to it."""
+    from matplotlib.transforms import Bbox
+
+    to_display = axes.transData.transform
+    obstacles = []
     for p in points:
-        x, y = x_of(p.latency), y_of(p.mean)
-        label = f"#{p.rank} {shortened(p.label, LABEL_LIMIT)}"
-        width = len(label) * 6.2
-        # below right of the point (the front leaves every point of it up and to the right), or below
-        # left where that would run into the legend
-        label_x = x + 9 if x + 9 + width <= plot_right + 10 else max(2.0, x - 9 - width)
-        label_y = label_position(label_x, y + 15, width, placed)
-        placed.append((label_x, label_x + width, label_y))
-        classes = f"point {p.role}" + (" on-front" if p.on_front else "")
-        tip = (
-            f"{p.label}: {objective} {number(p.mean)} [{number(p.low)}, {number(p.high)}], latency p50 {number(p.latency, 2)} ms"
-            + (", on the Pareto front" if p.on_front else "")
-        )
-        parts.append(
-            f'<g class="configuration" data-run-id="{esc(p.run_id)}"><title>{esc(tip)}</title>'
-            f'<line class="interval" x1="{x:.1f}" y1="{y_of(p.low):.1f}" x2="{x:.1f}" y2="{y_of(p.high):.1f}"/>'
-            f'<line class="interval" x1="{x - 4:.1f}" y1="{y_of(p.low):.1f}" x2="{x + 4:.1f}" y2="{y_of(p.low):.1f}"/>'
-            f'<line class="interval" x1="{x - 4:.1f}" y1="{y_of(p.high):.1f}" x2="{x + 4:.1f}" y2="{y_of(p.high):.1f}"/>'
-            f'<circle class="{classes}" data-config="{esc(p.label)}" data-run-id="{esc(p.run_id)}" '
-            f'cx="{x:.1f}" cy="{y:.1f}" r="{7 if p.role == "leader" else 5.5}"/>'
-            f'<text class="point-label" x="{label_x:.1f}" y="{label_y:.1f}">{esc(label)}</text></g>'
-        )
-    parts.append(legend(plot_right + 20, TOP + 10))
-    parts.append("</svg>\n")
-    return "".join(parts)
+        (x, low), (_, high) = to_display([(p.latency, p.low), (p.latency, p.high)])
+        obstacles.append(Bbox.from_extents(x - CLEARANCE, low - CLEARANCE, x + CLEARANCE, high + CLEARANCE))
+    inside = axes.get_window_extent()
+    placed: list[Bbox] = []
+    for label in labels:
+        clear_of_labels = None
+        for offset in OFFSETS:
+            box = moved(label, offset)
+            if not fully_inside(box, inside) or any(box.overlaps(other) for other in placed):
+                continue
+            clear_of_labels = clear_of_labels or offset
+            if not any(box.overlaps(obstacle) for obstacle in obstacles):
+                break
+        else:
+            offset = clear_of_labels or OFFSETS[0]
+            box = moved(label, offset)
+        placed.append(box)
+        if abs(offset[1]) > BESIDE:
+            # an annotation without text is matplotlib's way to draw a line between a point and an offset
+            axes.annotate(
+                "",
+                label.xy,
+                xytext=offset,
+                textcoords="offset points",
+                arrowprops={"arrowstyle": "-", "color": "#888888", "linewidth": 0.6, "shrinkA": 0, "shrinkB": 5},
+                zorder=1,
+            )
 
 
-def label_position(x: float, y: float, width: float, placed: Sequence[tuple[float, float, float]]) -> float:
-    """A baseline near `y` where a label from x to x + width overlaps none already placed: close
-    configurations (ties, by design) would otherwise print their labels over each other."""
-    for shift in (0, 13, -13, 26, -26, 39, -39, 52, -52):
-        candidate = y + shift
-        if not any(x < right and left < x + width and abs(candidate - base) < 12 for left, right, base in placed):
-            return candidate
-    return y
+def moved(label: Annotation, offset: tuple[float, float]) -> Bbox:
+    """Puts `label` at `offset` points from its point, on the side the offset points to, and returns
+    the box its text covers (display units), with a point of margin."""
+    label.xyann = offset
+    label.set_horizontalalignment("left" if offset[0] > 0 else "right")
+    return label.get_window_extent().padded(1)
 
 
-def legend(x: float, y: float) -> str:
-    entries = (
-        ('class="point leader"', "leader (best mean)"),
-        ('class="point tied"', "tied with the leader"),
-        ('class="point other"', "significantly worse"),
-        ('class="point other on-front"', "on the Pareto front"),
-    )
-    rows = [f'<g class="legend" transform="translate({x},{y})">']
-    for i, (attributes, text) in enumerate(entries):
-        # legend swatches are circles too, but not class "point" (which marks configurations)
-        rows.append(
-            f'<circle {attributes.replace("point", "swatch")} cx="6" cy="{i * 20}" r="5.5"/>'
-            f'<text x="18" y="{i * 20 + 4}">{text}</text>'
-        )
-    rows.append(f'<line class="pareto-front" x1="0" y1="{len(entries) * 20}" x2="12" y2="{len(entries) * 20}"/>')
-    rows.append(f'<text x="18" y="{len(entries) * 20 + 4}">Pareto front</text></g>')
-    return "".join(rows)
+def fully_inside(box: Bbox, area: Bbox) -> bool:
+    return area.x0 <= box.x0 and box.x1 <= area.x1 and area.y0 <= box.y0 and box.y1 <= area.y1
