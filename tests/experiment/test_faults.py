@@ -84,6 +84,7 @@ from sweep.tracking.lifecycle import kill_orphans, process_tags
         ),
         (["filter=post", "filter.overfetch=0.5"], "filter.overfetch=0.5: must be a number >= 1"),
         (["model=hybrid", "model.k=-1"], "model.k=-1: must be a number >= 0"),
+        (["reranker=hybrid"], "reranker=hybrid was removed: use model=hybrid model.fusion=rrf"),
         (["model.embedder.batch_size=0"], "model.embedder.batch_size=0: must be an integer from 1 to 4096"),
         (["abstain.min_score=high"], "abstain.min_score='high': must be a number, or null"),
         (["objective=ndcg@10"], "objective='ndcg@10': must be one of recall_at_1,"),

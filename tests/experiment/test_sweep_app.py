@@ -133,6 +133,7 @@ def test_a_filter_sweep_with_a_reranker_logs_filters_rerank_time_and_calibration
     texts = [
         line for name in ("corpus.jsonl", "golden.jsonl") for line in (small_kb_files / name).read_text().splitlines()
     ]
+    (tmp_path / "cross-encoder").mkdir()
     model = write_tiny_cross_encoder(tmp_path / "cross-encoder", texts)
     reranker = ("reranker=cross_encoder", f"reranker.model={model}")
     result = sweep(tmp_path, small_kb_files, "-m", "filter=none,pre,post", *reranker, "chunk=0")

@@ -17,7 +17,7 @@ A sweep's combinations may run in parallel processes or on a Ray cluster (`hydra
 and the tracking store through Hydra's `hydra.job.env_set` (`pass_to_jobs`), which the launcher
 composes into each job's config and applies around the task in whichever process runs it.
 `resume=true` reopens the sweep's last unfinished parent run and skips what finished in it
-(`sweep.tracking.resumable_sweep`, `sweep.experiment.trial`).
+(`sweep.tracking.sweeps.resumable_sweep`, `sweep.experiment.trial`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
-from sweep import tracking
 from sweep.errors import (
     InputError,
     Interrupted,
@@ -55,6 +54,7 @@ from sweep.errors import (
     report_bad_input,
     stop_on_signals,
 )
+from sweep.evaluation.leaderboard import build as build_leaderboard
 from sweep.experiment.command_line import hydra_arguments_parser, sweep_combinations
 from sweep.experiment.trial import HOW_IT_RUNS, Trial, build_pipeline, check_settings, run_trial
 from sweep.reporting.console import (
@@ -68,6 +68,9 @@ from sweep.reporting.console import (
 from sweep.reporting.html import render as render_report
 from sweep.reporting.logs import SUMMARY, set_verbosity
 from sweep.settings import override_key, unknown_key
+from sweep.tracking.legacy import HYBRID_RERANKER_REMOVED
+from sweep.tracking.store import tracking_uri, ui_hint
+from sweep.tracking.sweeps import REPORT, SweepSummary, finish_sweep, job_environment, log_report, start_sweep
 
 log = logging.getLogger("sweep")
 summary_log = logging.getLogger(SUMMARY)
@@ -128,7 +131,7 @@ def main() -> None:
 
 
 def stop(interrupted: Interrupted, combinations: int) -> None:
-    """The trial in progress is already KILLED (`tracking.trial_run`); close the sweep's parent
+    """The trial in progress is already KILLED (`sweep.tracking.lifecycle.trial_run`); close the sweep's parent
     run KILLED with the leaderboard of what finished, say so in one line, exit 128 + signal."""
     for number in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut this short
         signal.signal(number, signal.SIG_IGN)
@@ -148,15 +151,15 @@ def stop(interrupted: Interrupted, combinations: int) -> None:
     raise SystemExit(interrupted.exit_code)
 
 
-def close_sweep(interrupted: Interrupted | None = None) -> tuple[tracking.SweepSummary | None, str | None]:
-    """Close the sweep's parent run with its leaderboard (`tracking.finish_sweep`; KILLED when
+def close_sweep(interrupted: Interrupted | None = None) -> tuple[SweepSummary | None, str | None]:
+    """Close the sweep's parent run with its leaderboard (`finish_sweep`, `sweep.evaluation.leaderboard.build`; KILLED when
     `interrupted`) and log the report made of it as the run's `report.html` (the MLflow layer
     renders nothing). What the sweep measured and the report; (None, None) when no sweep is open."""
-    summary = tracking.finish_sweep(interrupted)
+    summary = finish_sweep(build_leaderboard, interrupted)
     if summary is None or summary.results is None:
         return summary, None
     html = render_report(summary.results, f"Sweep {summary.overrides}".strip())
-    tracking.log_report(summary.parent_id, html)
+    log_report(summary.parent_id, html)
     return summary, html
 
 
@@ -277,6 +280,8 @@ def check_output_folder(composed: DictConfig | None, multirun: bool) -> None:
 def composition_error(error: Exception, overrides: Sequence[str]) -> str:
     """Hydra's several-line composition errors as one line."""
     if isinstance(error, MissingConfigException) and error.missing_cfg_file and error.options is not None:
+        if error.missing_cfg_file == "reranker/hybrid":  # an option that was removed says what does its job now
+            return HYBRID_RERANKER_REMOVED
         group, _, option = error.missing_cfg_file.rpartition("/")
         hint = "; pip install 'golden-sweep[scale]' for joblib and ray" if group == "hydra/launcher" else ""
         return f"{group}={option}: no such option (the options: {', '.join(error.options)}){hint}"
@@ -348,7 +353,7 @@ def show(trial: Trial, objective: str, quiet: bool) -> None:
     print_evaluation(trial.evaluation, console=CONSOLE)
     if trial.calibration is not None:
         print_calibration(trial.calibration, console=CONSOLE)
-    print_lines(tracking.ui_hint(trial.mlflow_run.experiment_id), console=CONSOLE)
+    print_lines(ui_hint(trial.mlflow_run.experiment_id), console=CONSOLE)
 
 
 def pass_to_jobs(config: DictConfig, environment: dict[str, str]) -> None:
@@ -374,7 +379,7 @@ class ParentRunCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         set_verbosity(config.verbosity)  # before the launcher's first lines
         try:
-            parent = tracking.start_sweep(
+            parent = start_sweep(
                 config.experiment,
                 measured_overrides(config.hydra.overrides.task),
                 config.objective,
@@ -383,11 +388,9 @@ class ParentRunCallback(Callback):
         except Exception as error:  # Hydra would only warn, and run every combination outside the sweep
             if bad_input(error) is not None:
                 raise
-            print(
-                f"error: cannot open the sweep's run at {tracking.tracking_uri()} ({one_line(error)})", file=sys.stderr
-            )
+            print(f"error: cannot open the sweep's run at {tracking_uri()} ({one_line(error)})", file=sys.stderr)
             raise SystemExit(EXIT_FAILED) from None
-        pass_to_jobs(config, tracking.job_environment(parent))
+        pass_to_jobs(config, job_environment(parent))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """The leaderboard; then, if combinations failed, one line each and exit code 1."""
@@ -398,15 +401,15 @@ class ParentRunCallback(Callback):
         if summary.results is not None:
             print_leaderboard(summary.results, console=CONSOLE)
         if html is not None:
-            report = Path(config.hydra.sweep.dir) / tracking.REPORT
+            report = Path(config.hydra.sweep.dir) / REPORT
             report.parent.mkdir(parents=True, exist_ok=True)
             report.write_text(html)
-            print_lines([f"Report: {report} (also the sweep run's artifact {tracking.REPORT})"], console=CONSOLE)
+            print_lines([f"Report: {report} (also the sweep run's artifact {REPORT})"], console=CONSOLE)
         print_lines(
             [f"Sweep run: {summary.parent_id} (what sweep.best --sweep, sweep.pool --sweep and sweep.compare take)"],
             console=CONSOLE,
         )
-        print_lines(tracking.ui_hint(summary.experiment_id), console=CONSOLE)
+        print_lines(ui_hint(summary.experiment_id), console=CONSOLE)
         if summary.failed:
             n = len(summary.results.leaderboard) if summary.results is not None else len(summary.failed)
             print(f"error: {len(summary.failed)} of {n} combinations failed:", file=sys.stderr)
