@@ -255,7 +255,7 @@ def test_a_real_sweep_prints_the_leaderboard_and_its_report_opens_in_chromium(re
     browser.get(report.as_uri())
     rows = browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")
     assert [row.get_attribute("data-run-id") for row in rows] == order
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#pareto circle.point")) == 2
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#pareto g[data-run-id]")) == 2
     assert len(browser.find_elements(By.CSS_SELECTOR, "#heatmap td.heat")) == 2 * 3  # 2 models x 3 answerable types
     assert browser.find_element(By.CSS_SELECTOR, "p.mde").text.startswith("with 12 answerable questions")
     browser.set_window_size(1280, browser.execute_script("return document.body.scrollHeight") + 100)
