@@ -19,7 +19,7 @@ from helpers.processes import installed
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
-OURS = {"sweep", "hydra_plugins", "helpers", "conftest"} | {path.stem for path in (ROOT / "bench").glob("*.py")}
+OURS = {"sweep", "helpers", "conftest"} | {path.stem for path in (ROOT / "bench").glob("*.py")}
 
 
 def folder_of(package: str) -> Path:
