@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,6 +29,7 @@ from helpers.logged import BROKEN, golden, log_run, rankings
 from helpers.stores import command, copy_blank_store, leave_a_hot_journal, on_a_full_disk, relocate, states
 from sweep.evaluation.record import TrialRecord
 from sweep.formats.corpus import Corpus, Document
+from sweep.formats.golden import GoldenSet
 from sweep.tracking.digests import GOLDEN_DIGEST, golden_dataset, golden_digest, scored_on
 from sweep.tracking.lifecycle import PARENT_RUN, trial_run
 from sweep.tracking.records import save_record
@@ -105,6 +107,16 @@ def test_golden_sets_that_differ_after_row_10000_have_different_digests():
     corpus = Corpus(tuple(Document(f"d{i}", "text") for i in range(10_001)))
     tags = {GOLDEN_DIGEST: golden_digest(a), "data.corpus_digest": corpus.digest}
     assert scored_on(tags, a, corpus, reads_filters=True) and not scored_on(tags, b, corpus, reads_filters=True)
+
+
+def test_a_question_reviewed_since_makes_another_digest():
+    """The digest covers what the scoring reads: a pending question is not scored, so a run scored
+    before its review is not paired with one scored after."""
+    relevant = {"q1": {"d1": 1}, "q2": {"d2": 1}}
+    reviewed = golden_of(relevant)
+    pending = GoldenSet(tuple(replace(q, status="pending") if q.id == "q2" else q for q in reviewed), source="g")
+    assert golden_digest(pending) == golden_digest(golden_of({"q1": {"d1": 1}}))
+    assert golden_digest(pending) != golden_digest(reviewed)
 
 
 def test_a_legacy_digest_is_trusted_only_where_it_covers_everything():

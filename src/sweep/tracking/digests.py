@@ -38,9 +38,11 @@ _LEGACY = re.compile(r"[0-9a-f]{8}")  # MLflow's dataset digest
 
 
 def golden_digest(golden: GoldenSet) -> str:
-    """sha256 over every question's id, text, type, grades, filters, tags and evidence spans, in order."""
+    """sha256 over every scored question's id, text, type, grades, filters, tags and evidence spans,
+    in order: the questions pending review are not scored, so a question reviewed since makes
+    another digest (its runs are not paired with the earlier ones)."""
     sha = hashlib.sha256()
-    for q in golden:
+    for q in golden.reviewed:
         evidence = {
             doc: [[s.start, s.end] if isinstance(s, Span) else s for s in spans] for doc, spans in q.evidence.items()
         }
