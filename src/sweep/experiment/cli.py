@@ -38,7 +38,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Quote, QuotedString
-from hydra.errors import HydraException, MissingConfigException
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
@@ -55,7 +55,7 @@ from sweep.errors import (
     stop_on_signals,
 )
 from sweep.evaluation.leaderboard import build as build_leaderboard
-from sweep.experiment.command_line import hydra_arguments_parser, sweep_combinations
+from sweep.experiment.command_line import composition_error, hydra_arguments_parser, joined_lines, sweep_combinations
 from sweep.experiment.trial import HOW_IT_RUNS, Trial, build_pipeline, check_settings, run_trial
 from sweep.reporting.console import (
     default_console,
@@ -67,8 +67,7 @@ from sweep.reporting.console import (
 )
 from sweep.reporting.html import render as render_report
 from sweep.reporting.logs import SUMMARY, set_verbosity
-from sweep.settings import override_key, unknown_key
-from sweep.tracking.legacy import HYBRID_RERANKER_REMOVED
+from sweep.settings import override_key
 from sweep.tracking.store import tracking_uri, ui_hint
 from sweep.tracking.sweeps import REPORT, SweepSummary, finish_sweep, job_environment, log_report, start_sweep
 
@@ -275,34 +274,6 @@ def check_output_folder(composed: DictConfig | None, multirun: bool) -> None:
             f"{key}={folder}: Hydra cannot create its output folder there ({existing}: {error.strerror}); "
             f"give {key}=<a writable folder>"
         ) from None
-
-
-def composition_error(error: Exception, overrides: Sequence[str]) -> str:
-    """Hydra's several-line composition errors as one line."""
-    if isinstance(error, MissingConfigException) and error.missing_cfg_file and error.options is not None:
-        if error.missing_cfg_file == "reranker/hybrid":  # an option that was removed says what does its job now
-            return HYBRID_RERANKER_REMOVED
-        group, _, option = error.missing_cfg_file.rpartition("/")
-        hint = "; pip install 'golden-sweep[scale]' for joblib and ray" if group == "hydra/launcher" else ""
-        return f"{group}={option}: no such option (the options: {', '.join(error.options)}){hint}"
-    unknown = re.match(r"Could not override '(.+?)'", str(error))
-    if unknown:
-        key = unknown.group(1)
-        parent = key.rpartition(".")[0]
-        others = [o for o in overrides if override_key(o) != key]
-        base = compose("config", overrides=others)
-        node = OmegaConf.select(base, parent) if parent else base
-        known = [str(k) for k in node.keys() if not str(k).startswith("_")] if isinstance(node, DictConfig) else []
-        return f"{unknown_key(key, known)}; to add a key of your own: +{key}=..."
-    return joined_lines(error)
-
-
-def joined_lines(error: Exception) -> str:
-    """A several-line Hydra message on one line, without its debugging lines."""
-    lines = [line.strip() for line in str(error).splitlines()]
-    return "; ".join(
-        line for line in lines if line and not line.startswith(("full_key:", "object_type=", "See https://"))
-    )
 
 
 @hydra.main(version_base="1.3", config_path="pkg://sweep.conf", config_name="config")

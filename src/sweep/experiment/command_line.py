@@ -1,17 +1,24 @@
 """`python -m sweep`'s command line as Hydra reads it, for the preflight to compose what Hydra
 will: its options (those of `hydra.main`'s parser) and, with `-m`, the combinations Hydra's basic
-sweeper launches. Built on Hydra's public override parser; Hydra keeps its own versions of both
-in `hydra._internal`, which the tests hold these to."""
+sweeper launches; and what Hydra says of a command line it cannot compose, in one line. Built on
+Hydra's public override parser; Hydra keeps its own versions of both in `hydra._internal`, which
+the tests hold these to."""
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import re
 from collections.abc import Sequence
 
+from hydra import compose
 from hydra.core.override_parser.types import Override
+from hydra.errors import MissingConfigException
+from omegaconf import DictConfig, OmegaConf
 
 from sweep.errors import InputError
+from sweep.settings import override_key, unknown_key
+from sweep.tracking.legacy import HYBRID_RERANKER_REMOVED
 
 
 def hydra_arguments_parser() -> argparse.ArgumentParser:
@@ -46,3 +53,31 @@ def sweep_combinations(overrides: Sequence[Override]) -> list[list[str]]:
                 "hydra/sweeper=optuna samples an interval"
             )
     return [list(combination) for combination in itertools.product(*values.values())]
+
+
+def composition_error(error: Exception, overrides: Sequence[str]) -> str:
+    """Hydra's several-line composition errors as one line."""
+    if isinstance(error, MissingConfigException) and error.missing_cfg_file and error.options is not None:
+        if error.missing_cfg_file == "reranker/hybrid":  # an option that was removed says what does its job now
+            return HYBRID_RERANKER_REMOVED
+        group, _, option = error.missing_cfg_file.rpartition("/")
+        hint = "; pip install 'golden-sweep[scale]' for joblib and ray" if group == "hydra/launcher" else ""
+        return f"{group}={option}: no such option (the options: {', '.join(error.options)}){hint}"
+    unknown = re.match(r"Could not override '(.+?)'", str(error))
+    if unknown:
+        key = unknown.group(1)
+        parent = key.rpartition(".")[0]
+        others = [o for o in overrides if override_key(o) != key]
+        base = compose("config", overrides=others)
+        node = OmegaConf.select(base, parent) if parent else base
+        known = [str(k) for k in node.keys() if not str(k).startswith("_")] if isinstance(node, DictConfig) else []
+        return f"{unknown_key(key, known)}; to add a key of your own: +{key}=..."
+    return joined_lines(error)
+
+
+def joined_lines(error: Exception) -> str:
+    """A several-line Hydra message on one line, without its debugging lines."""
+    lines = [line.strip() for line in str(error).splitlines()]
+    return "; ".join(
+        line for line in lines if line and not line.startswith(("full_key:", "object_type=", "See https://"))
+    )
