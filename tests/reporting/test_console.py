@@ -8,6 +8,7 @@ import logging
 import re
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from rich.console import Console
@@ -15,8 +16,9 @@ from rich.console import Console
 from helpers.data import golden_of, ranked
 from sweep.errors import InputError
 from sweep.evaluation import score
+from sweep.formats.golden import GoldenSet
 from sweep.progress import progress_bar
-from sweep.reporting.console import overall_table, summary_line
+from sweep.reporting.console import overall_table, print_evaluation, summary_line
 from sweep.reporting.logs import SUMMARY, ConsoleFilter, ConsoleFormatter, set_verbosity
 
 
@@ -65,6 +67,20 @@ def console_handlers():
     for name, old in named.items():
         logging.getLogger(name).setLevel(old)
     (transformers_logging.enable_progress_bar if bars else transformers_logging.disable_progress_bar)()
+
+
+def test_the_tables_split_by_source_once_there_are_two(evaluation):
+    printed = io.StringIO()
+    print_evaluation(evaluation, Console(file=printed, width=200))
+    assert "Per question type" in printed.getvalue() and "Per question source" not in printed.getvalue()
+    golden = evaluation.golden
+    mixed = GoldenSet(
+        tuple(replace(q, source="synthetic") if q.id in ("q1", "q2", "u1") else q for q in golden), source="g"
+    )
+    printed = io.StringIO()
+    print_evaluation(score(mixed, evaluation.run), Console(file=printed, width=200))
+    table = printed.getvalue().split("Per question source")[1]
+    assert "human" in table and "synthetic" in table
 
 
 def test_each_verbosity_sets_loggers_console_and_bars(console_handlers):

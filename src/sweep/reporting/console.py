@@ -159,8 +159,10 @@ def print_evaluation(
     console = console or default_console()
     console.print(overall_table(evaluation))
     if per_type:
-        rank_columns = evaluation.by("type").drop(columns=[*evaluation.context_metrics, CONTEXT_N], errors="ignore")
-        console.print(columns_as_rows(rank_columns, "Per question type"))
+        # by source too once the questions come from more than one (people's, generated ones)
+        for column in ("type", "source") if evaluation.source_means() else ("type",):
+            groups = evaluation.by(column).drop(columns=[*evaluation.context_metrics, CONTEXT_N], errors="ignore")
+            console.print(columns_as_rows(groups, f"Per question {column}"))
     if per_query:
         columns = ["type", "n_retrieved", "top_score", *evaluation.metrics]
         console.print(frame_table(evaluation.per_query[columns], "Per question", "qid"))
