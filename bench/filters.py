@@ -4,7 +4,7 @@
     python bench/filters.py --part 3        # one part (1, 2, 3 or all)
     python bench/filters.py --quick         # part 3 on 20,000 vectors instead of 100,000
 
-1. The filter x reranker sweep, `python -m sweep -m filter=none,pre,post reranker=none,hybrid`, as a
+1. The filter x model sweep, `python -m sweep -m filter=none,pre,post model=minilm,hybrid`, as a
    subprocess with its own MLflow store and cache: one row per combination with the quality
    metrics, the per-question search latency, the reranking time, how many questions a filter
    restricted and how many of those came back short, and the suggested abstention threshold with
@@ -58,10 +58,11 @@ from mlflow.entities import Run
 from sweep.formats.corpus import Corpus, Document
 from sweep.formats.golden import GoldenSet, Question
 from sweep.retrieval.chunking import Chunk
-from sweep.retrieval.filters import PreFilter, Restriction
+from sweep.retrieval.filters import PreFilter
 from sweep.retrieval.index import FaissIndex, FlatIndex, HNSWIndex
+from sweep.retrieval.retriever import Restriction
 
-PART1 = ("filter=none,pre,post", "reranker=none,hybrid")
+PART1 = ("filter=none,pre,post", "model=minilm,hybrid")
 PART1_COLUMNS = {
     "ndcg_at_10": "ndcg@10",
     "recall_at_5": "recall@5",

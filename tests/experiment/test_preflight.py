@@ -80,6 +80,10 @@ def test_what_the_preflight_counts_is_what_hydra_launches(tmp_path, monkeypatch)
         ),
         (["-m", "chunk=interval(0,512)"], "chunk=interval(0,512): Hydra's basic sweeper takes lists, range() and"),
         (["-m", "chunk=0,64", "model=bm25,no_such_model"], "model=no_such_model: no such option (the options: "),
+        (
+            ["-m", "hydra/sweeper=preflighted", "model=bm25", "index=hnsw", "index.M=16,0"],
+            "index.M=0: must be an integer from 2 to 1024",
+        ),  # the basic sweeper by its old name: checked as the default is
     ],
 )
 def test_a_bad_combination_is_refused_in_one_line_before_hydra_starts(argv, message, tmp_path, monkeypatch, capsys):

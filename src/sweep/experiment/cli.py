@@ -37,7 +37,7 @@ import hydra
 from hydra import compose, initialize_config_module
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Quote, QuotedString
+from hydra.core.override_parser.types import Override, Quote, QuotedString
 from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
@@ -72,6 +72,7 @@ from sweep.tracking.store import tracking_uri, ui_hint
 from sweep.tracking.sweeps import REPORT, SweepSummary, finish_sweep, job_environment, log_report, start_sweep
 
 log = logging.getLogger("sweep")
+BASIC_SWEEPER = ("basic", "preflighted")  # Hydra's basic sweeper, by its name and by its old one here
 summary_log = logging.getLogger(SUMMARY)
 CONSOLE = default_console()
 EXIT_FAILED = 1  # a sweep in which some combination failed, or that could not open its parent run
@@ -181,6 +182,14 @@ def connecting_to_a_ray_cluster(argv: Sequence[str]) -> list[str]:
     return list(argv)
 
 
+def chooses_its_combinations(override: Override) -> bool:
+    """Whether `override` hands the sweep to a sweeper that chooses its own combinations (Optuna,
+    ...): not Hydra's basic one, by its name or by its old one (`preflighted`)."""
+    if override.get_key_element() == "hydra/sweeper":
+        return override.value() not in BASIC_SWEEPER
+    return override.get_key_element().startswith(("hydra/sweeper", "hydra.sweeper"))
+
+
 @exit_2_on_bad_input
 def preflight(argv: Sequence[str]) -> int:
     """Compose and check every combination the command line asks for, as Hydra will; how many."""
@@ -196,7 +205,7 @@ def preflight(argv: Sequence[str]) -> int:
         except HydraException as error:
             raise InputError(f"{override}: cannot be read as an override ({joined_lines(error)})") from None
     parsed = parser.parse_overrides(args.overrides)
-    if args.multirun and any(o.get_key_element().startswith(("hydra/sweeper", "hydra.sweeper")) for o in parsed):
+    if args.multirun and any(chooses_its_combinations(o) for o in parsed):
         return 0  # another sweeper chooses the combinations; each is checked when it runs
     hydra_own = [override.input_line for override in parsed if override.is_hydra_override()]
     if args.multirun:  # as the sweeper launches each combination and Hydra composes its job: Hydra's own first
