@@ -5,11 +5,10 @@ QRELS: a golden set (JSONL, YAML, BEIR folder) or TREC qrels. RUN: a TREC run
 Bad input prints one line naming the file, line and problem, and exits with code 2.
 
 With `--json`, TREC qrels and a TREC run (what other tools hand a scorer) are read in columns
-by pyarrow (`sweep.formats.trec`) and scored by the numpy core (`sweep.evaluation.trec_columns`),
-without pandas, so the process starts quickly. Other formats, files the column reader does not
-take cleanly (`Run.read` and `load_golden` then read them, or name the bad line) and the readable
-report go through pandas: `load_golden`, `Run`, `score`. This module parses the arguments, calls
-those, and prints.
+(`sweep.formats.trec`) and scored (`sweep.evaluation.trec_columns.score_columns`) without pandas,
+so the process starts quickly. Other formats and the readable report go through pandas
+(`load_golden`, `Run`, `score`), which score with the same `score_columns`. This module parses
+the arguments, calls those, and prints.
 """
 
 from __future__ import annotations
@@ -46,9 +45,11 @@ if __name__ == "__main__":  # the command (an import of its functions changes no
     without_huge_pages()  # before numpy and pyarrow allocate
 
 from sweep.errors import InputError, exit_2_on_bad_input  # noqa: E402 (numpy comes with these)
+from sweep.evaluation.measures import warn_unknown_queries  # noqa: E402
 from sweep.evaluation.registry import DEFAULT_METRICS, valid_names  # noqa: E402
-from sweep.evaluation.trec_columns import Scores, score_columns  # noqa: E402
-from sweep.formats.trec import Qrels, TrecRun, may_be_columns_file, qrels_columns, run_columns  # noqa: E402
+from sweep.evaluation.trec_columns import Judgments, Scores, score_columns  # noqa: E402
+from sweep.formats.lines import warn_if_unbalanced  # noqa: E402
+from sweep.formats.trec import TREC_QRELS_COLUMNS, Qrels, TrecRun, is_trec_file, read_qrels, read_run  # noqa: E402
 
 if TYPE_CHECKING:
     from sweep.evaluation import Evaluation
@@ -99,37 +100,35 @@ def _finite(values: dict) -> dict:
 
 def read_trec(qrels_path: Path, run_path: Path) -> tuple[Qrels, TrecRun] | None:
     """TREC qrels and a TREC run in columns, the two read at once (pyarrow parses outside the GIL,
-    so the qrels take no time of their own); None where either is another format or is not read
-    cleanly, for the readers through pandas to read or to name the bad line."""
-    if not (may_be_columns_file(qrels_path) and may_be_columns_file(run_path)):
+    so the qrels take no time of their own); None where either is another format (or cannot be
+    read), for `load_golden` and `Run.read` to read or to name the problem. A bad line is an
+    InputError, the qrels' first, as `evaluate` reports it."""
+    if not (is_trec_file(qrels_path, len(TREC_QRELS_COLUMNS)) and is_trec_file(run_path)):
         return None
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
-        reading_run = pool.submit(run_columns, run_path)
-        qrels = qrels_columns(qrels_path)
+        reading_run = pool.submit(read_run, run_path)
+        qrels = read_qrels(qrels_path)
         run = reading_run.result()
-    return (qrels, run) if qrels is not None and run is not None else None
+    return qrels, run
 
 
 def score_trec(qrels: Qrels, run: TrecRun, args: argparse.Namespace) -> Scores:
-    """What `evaluate` gives for the same TREC files, computed by the numpy core."""
-    return score_columns(
-        qrels,
-        run,
-        args.metrics,
-        relevance_level=args.relevance_level,
-        gain=args.gain,
-        qrels_name=str(Path(args.qrels)),
-        run_name=str(Path(args.run)),
-    )
+    """What `evaluate` gives for the same TREC files, with the warnings `load_golden` and `score` give."""
+    golden = Judgments.of_qrels(qrels)
+    qrels_name, run_name = str(Path(args.qrels)), str(Path(args.run))
+    warn_if_unbalanced(qrels_name, len(golden.ids), int((~golden.answerable).sum()))
+    scores = score_columns(golden, run, args.metrics, relevance_level=args.relevance_level, gain=args.gain)
+    warn_unknown_queries(run_name, qrels_name, scores.unknown_queries)
+    return scores
 
 
 # ---------------------------------------------------------------- any input, through pandas
 
 
 def evaluate(args: argparse.Namespace) -> Evaluation:
-    """Any input, through pandas (imported here: the fast path needs none of it)."""
+    """Any input, through pandas (imported here: TREC files scored with --json need none of it)."""
     from sweep.evaluation import score
     from sweep.formats.golden import load_golden
     from sweep.formats.runs import Run
@@ -164,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         trec = read_trec(Path(args.qrels), Path(args.run))
     except OSError as error:
         raise InputError(str(error)) from None
-    scores = score_trec(*trec, args) if trec is not None else Scores.of(evaluate(args))
+    scores = score_trec(*trec, args) if trec is not None else evaluate(args).scores
     json.dump(to_json(scores, args.per_query, args.per_type), sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0

@@ -1,7 +1,8 @@
-"""The scorer's fast path: TREC files read in columns and scored by the numpy core, without pandas.
+"""TREC files read in columns and scored without pandas, as `python -m sweep.evaluate --json` scores them.
 
-It must give what the pandas path (`load_golden`, `Run.read`, `score`) gives, to the last bit,
-and hand every file it does not read cleanly to that path.
+They must give what pytrec_eval gives on the same files, and what the route through pandas
+(`load_golden`, `Run.read`, `score`: other readers and conversions to the same scorer) gives, to
+the last bit.
 """
 
 from __future__ import annotations
@@ -13,21 +14,34 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import pytrec_eval
 
 from helpers.data import random_judgments
-from sweep.evaluate import Scores, evaluate, score_trec, to_json
+from sweep.errors import InputError
+from sweep.evaluate import evaluate, score_trec, to_json
 from sweep.evaluation.measures import RankedJudgments
-from sweep.formats.columns import repeats_within, trec_order
-from sweep.formats.trec import qrels_columns, run_columns
+from sweep.formats.columns import repeated_rows, repeats_within, single_spaced, trec_order
+from sweep.formats.trec import read_qrels, read_run
 
 METRICS = "recall_at_2,precision_at_3,hit_at_1,mrr,mrr_at_2,ndcg,ndcg_at_3,map,map_at_2,r_precision"
+TREC_NAMES = {
+    "recall_at_2": "recall_2",
+    "precision_at_3": "P_3",
+    "hit_at_1": "success_1",
+    "mrr": "recip_rank",
+    "ndcg": "ndcg",
+    "ndcg_at_3": "ndcg_cut_3",
+    "map": "map",
+    "map_at_2": "map_cut_2",
+    "r_precision": "Rprec",
+}
 
 
-def trec_files(seed: int, cases: int, stranger: bool) -> tuple[list[str], list[str]]:
+def trec_files(seed: int, cases: int, stranger: bool, grades: range = range(-1, 4)) -> tuple[list[str], list[str]]:
     """(qrels lines, run lines) of `cases` random cases (`random_judgments`): graded and negative
     judgments, unanswerable questions, tied scores, qrels queries missing from the run and, with
     `stranger`, a run query missing from the qrels."""
-    qrels, run = random_judgments(seed, cases, range(-1, 4), (0.0, 0.5, 1.0, -1.0))
+    qrels, run = random_judgments(seed, cases, grades, (0.0, 0.5, 1.0, -1.0))
     qrels_lines = [f"{qid} 0 {doc} {grade}" for qid, judged in qrels.items() for doc, grade in judged.items()]
     run_lines = [
         f"{qid} Q0 {doc} {rank} {score} t"
@@ -37,66 +51,130 @@ def trec_files(seed: int, cases: int, stranger: bool) -> tuple[list[str], list[s
     return qrels_lines, run_lines + (["stranger Q0 d1 1 1.0 t"] if stranger else [])
 
 
+def write_files(folder: Path, name: str, qrels_lines: list[str], run_lines: list[str], separator: str = " "):
+    qrels, run = folder / f"qrels-{name}.txt", folder / f"run-{name}.txt"
+    qrels.write_text("".join(line.replace(" ", separator) + "\n" for line in qrels_lines))
+    run.write_text("".join(line.replace(" ", separator) + "\n" for line in run_lines))
+    return qrels, run
+
+
 def args(qrels: Path, run: Path, **options) -> argparse.Namespace:
     defaults = {"metrics": None, "relevance_level": 1, "gain": "linear", "split": "test"}
     return argparse.Namespace(qrels=str(qrels), run=str(run), **(defaults | options))
 
 
-def both_paths(qrels: Path, run: Path, **options) -> tuple[dict, dict]:
-    """(fast path's JSON, pandas path's JSON), per question and per type included."""
-    fast = score_trec(qrels_columns(qrels), run_columns(run), args(qrels, run, **options))
-    slow = Scores.of(evaluate(args(qrels, run, **options)))
-    return to_json(fast, True, True), to_json(slow, True, True)
+def both_routes(qrels: Path, run: Path, **options) -> tuple[dict, dict]:
+    """(the columns' JSON, the pandas route's JSON), per question and per type included."""
+    in_columns = score_trec(read_qrels(qrels), read_run(run), args(qrels, run, **options))
+    through_pandas = evaluate(args(qrels, run, **options)).scores
+    return to_json(in_columns, True, True), to_json(through_pandas, True, True)
 
 
-@pytest.mark.parametrize("layout", ["sorted", "shuffled", "tabs"])
+@pytest.mark.parametrize("layout", ["sorted", "shuffled", "tabs", "runs of blanks"])
 @pytest.mark.parametrize("level", [1, 2])
 @pytest.mark.parametrize("gain", ["linear", "exponential"])
-def test_the_fast_path_gives_exactly_what_the_pandas_path_gives(tmp_path, layout, level, gain):
+def test_trec_files_in_columns_score_exactly_as_through_pandas(tmp_path, layout, level, gain):
     """On files of one, two and sixty random cases (about 270 questions), every metric and the
     per-question and per-type scores, bit for bit."""
-    separator = "\t" if layout == "tabs" else " "
+    separator = {"tabs": "\t", "runs of blanks": " \t "}.get(layout, " ")
     for seed, cases in enumerate((1, 2, 60)):
         qrels_lines, run_lines = trec_files(seed, cases, stranger=seed != 1)
         if layout == "shuffled":  # trec_eval orders a run itself; files need not be in rank order
             random.Random(seed).shuffle(run_lines)
-        qrels, run = tmp_path / f"qrels-{seed}.txt", tmp_path / f"run-{seed}.txt"
-        qrels.write_text("".join(line.replace(" ", separator) + "\n" for line in qrels_lines))
-        run.write_text("".join(line.replace(" ", separator) + "\n" for line in run_lines))
+        qrels, run = write_files(tmp_path, str(seed), qrels_lines, run_lines, separator)
         for metrics in (None, METRICS + ",abstain/correct_rate"):
-            fast, slow = both_paths(qrels, run, metrics=metrics, relevance_level=level, gain=gain)
-            assert fast == slow, (seed, metrics)
+            in_columns, through_pandas = both_routes(qrels, run, metrics=metrics, relevance_level=level, gain=gain)
+            assert in_columns == through_pandas, (seed, metrics)
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_trec_files_in_columns_score_as_pytrec_eval_scores_them(tmp_path, level):
+    """The reference outside this code base: pytrec_eval's parsers and trec_eval's measures on the
+    same shuffled files (grades from 0: pytrec_eval hangs on negative ones, test_pytrec_eval_agreement)."""
+    qrels_lines, run_lines = trec_files(7, 120, stranger=True, grades=range(4))
+    random.Random(7).shuffle(run_lines)
+    qrels, run = write_files(tmp_path, "ref", qrels_lines, run_lines)
+    ours = to_json(
+        score_trec(read_qrels(qrels), read_run(run), args(qrels, run, metrics=METRICS, relevance_level=level)),
+        True,
+        False,
+    )
+    with qrels.open() as q, run.open() as r:
+        reference_qrels, reference_run = pytrec_eval.parse_qrel(q), pytrec_eval.parse_run(r)
+    theirs = pytrec_eval.RelevanceEvaluator(reference_qrels, set(TREC_NAMES.values()), relevance_level=level)
+    per_query = theirs.evaluate(reference_run)
+    answerable = [qid for qid, values in ours["per_query"].items() if "abstain/correct" not in values]
+    assert len(answerable) > 200
+    for qid in answerable:
+        for name, trec_name in TREC_NAMES.items():
+            expected = per_query[qid][trec_name] if qid in per_query else 0.0  # trec_eval -c
+            assert ours["per_query"][qid][name] == pytest.approx(expected, abs=1e-12), (qid, name)
 
 
 @pytest.mark.parametrize(
-    ("run_text", "why"),
+    ("run_text", "rankings"),
     [
-        ("q1 Q0 d1 1 2.0 t\nq1  Q0 d2 2 1.0 t\n", "runs of spaces"),
-        ("q1 Q0 d1 1 2.0 t\nq1 Q0 d1 2 1.0 t\n", "a document listed twice"),
-        ("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 nan t\n", "a score that is not finite"),
-        ("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0\n", "a missing field"),
-        ("q1\tQ0\td 1\t1\t2.0\tt\n", "a space inside a tab-separated field"),
+        ("q1 Q0 d1 1 2.0 t\nq1  Q0 d2 2 1.0 t\n", {"q1": ["d1", "d2"]}),
+        ("\ufeffq1\t Q0 d1 1 2.0 t \r\n\r\n  \nq1 Q0 d2 2 3.0 t\r\n", {"q1": ["d2", "d1"]}),
+        ("q1 Q0 d1 1 2.0 t extra fields\nq1 Q0 d2 2 1.0 t\n", {"q1": ["d1", "d2"]}),
+        ("q1\tQ0\td 1\t1\t2.0\tt\n", {"q1": ["d"]}),  # trec_eval splits on the space too: score 1
+        ("q1 Q0 d1 1 2.0 t\nq1 Q0 d1 2 1.0 t\nq2 Q0 d1 1 1.0 t\n", {"q1": ["d1"], "q2": ["d1"]}),
+    ],
+    ids=[
+        "runs of spaces",
+        "blanks, CRLF, a byte order mark",
+        "fields past the sixth",
+        "a space in a tab-separated field",
+        "a document listed twice",
     ],
 )
-def test_a_run_the_column_reader_does_not_take_goes_through_pandas(tmp_path, run_text, why):
-    run = tmp_path / "run.trec"
-    run.write_text(run_text)
-    assert run_columns(run) is None, why
+def test_a_run_is_read_as_trec_eval_reads_it(tmp_path, run_text, rankings):
+    path = tmp_path / "run.trec"
+    path.write_bytes(run_text.encode())
+    run = read_run(path)
+    read: dict[str, list[str]] = {}
+    for qid, docid in zip(run.qid.codes.tolist(), run.docid.codes.tolist()):
+        read.setdefault(run.qid.values[qid], []).append(run.docid.values[docid])
+    assert read == rankings
 
 
 @pytest.mark.parametrize(
-    ("qrels_text", "why"),
+    ("name", "text", "message"),
     [
-        ("q1 0 d1 1\nq1 0 d1 2\n", "a document judged twice"),
-        ("q1 0 d1 1\nq1 0 d2 1.5\n", "a grade that is not an integer"),
-        ("q1 0 d1 1\nq1 0 d2 101\n", "a grade out of range"),
-        ("q1 0 d1 1\nq1 0 d2\n", "a missing field"),
+        ("run.trec", "q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 nan t\n", "run.trec:2: score is nan; scores must be finite numbers"),
+        ("run.trec", "q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1e999 t\n", "run.trec:2: score is 1e999; scores must be finite numbers"),
+        ("run.trec", "q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1_0 t\n", "run.trec:2: score '1_0' is not a number"),
+        ("run.trec", "q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0\n", "run.trec:2: expected 6 fields 'qid Q0 docid rank score tag', found 5"),
+        ("run.trec", "q1 Q0 d1 1 2.0 t\nq1 Q0 d\u00a02 2 1.0 t\n", "run.trec:2: document id 'd\\xa02' contains U+00A0"),
+        ("qrels.txt", "q1 0 d1 1\nq1 0 d1 2\n", "qrels.txt:2: document 'd1' is judged twice for query 'q1' (first on line 1)"),
+        ("qrels.txt", "q1 0 d1 1\nq1 0 d2 1.5\n", "qrels.txt:2: grade '1.5' is not an integer"),
+        ("qrels.txt", "q1 0 d1 1\nq1 0 d2 101\n", "qrels.txt:2: grade 101 is out of range (-100 to 100)"),
+        ("qrels.txt", "q1 0 d1 1\nq1 0 d2\n", "qrels.txt:2: expected 4 fields, found 3"),
+        ("qrels.txt", "q1 0 d1 1\nq1 0 d2 1 x\n", "qrels.txt:2: expected 4 fields, found 5"),
     ],
-)
-def test_qrels_the_column_reader_does_not_take_go_through_pandas(tmp_path, qrels_text, why):
-    qrels = tmp_path / "qrels.txt"
-    qrels.write_text(qrels_text)
-    assert qrels_columns(qrels) is None, why
+)  # fmt: skip
+def test_a_bad_line_is_named_with_what_is_wrong(tmp_path, name, text, message):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(InputError) as raised:
+        (read_run if name == "run.trec" else read_qrels)(path)
+    assert str(raised.value).removeprefix(f"{tmp_path}/").startswith(message), str(raised.value)
+
+
+def test_qrels_with_runs_of_blanks_and_signs_read_as_the_grades_they_say(tmp_path):
+    path = tmp_path / "qrels.txt"
+    path.write_text("q2  0\td1 +2\nq1 0 d1 -1 \n\nq1 0 d2 007\n")
+    qrels = read_qrels(path)
+    assert [(qrels.qid.values[q], qrels.docid.values[d]) for q, d in zip(qrels.qid.codes, qrels.docid.codes)] == [
+        ("q2", "d1"), ("q1", "d1"), ("q1", "d2"),
+    ]  # fmt: skip
+    assert qrels.grade.tolist() == [2, -1, 7]
+
+
+def test_single_spaced_rewrites_blanks_as_trec_eval_reads_them():
+    assert single_spaced(b"\xef\xbb\xbf a \t b\t\r\n \t\n c  d  ") == b"a b\r\n\nc d"
+    assert single_spaced(b"a b c d e f g h\nx y\n", max_fields=6) == b"a b c d e f\nx y\n"
+    assert single_spaced(b"") == b""
 
 
 def test_trec_order_is_trec_evals_order():
@@ -174,7 +252,7 @@ def test_per_type_means_are_the_ones_a_run_logs(tmp_path, seed):
     run.write_text("".join(line + "\n" for line in lines))
     options = args(golden, run)
     logged = evaluate(options).type_means()
-    printed = to_json(Scores.of(evaluate(options)), False, True)["mean"]
+    printed = to_json(evaluate(options).scores, False, True)["mean"]
     assert {name: value for name, value in printed.items() if name.startswith("type/")} == logged
 
 
@@ -186,3 +264,6 @@ def test_repeats_within_finds_an_item_twice_in_one_group(n_items):
         group, item = rng.integers(0, 5, n), rng.integers(n_items - 9, n_items, n)
         pairs = list(zip(group.tolist(), item.tolist()))
         assert repeats_within(group, item, n_items) == (len(set(pairs)) < len(pairs))
+        repeated = repeated_rows(group, item, n_items)
+        expected = [pair in pairs[:row] for row, pair in enumerate(pairs)]  # an earlier row holds it
+        assert (repeated.tolist() if repeated is not None else [False] * n) == expected

@@ -152,13 +152,13 @@ def test_a_folder_corpus_with_a_space_in_a_file_name_is_refused_naming_the_file(
 
 
 def test_ids_with_quotes_pipes_and_braces_go_through_a_trec_file_unchanged(tmp_path):
-    """TREC-safe ids, however odd, are written and read back exactly, by every reader (the column
-    reader, pandas' for runs of spaces, the line reader)."""
+    """TREC-safe ids, however odd, are written and read back exactly, whether the fields are
+    separated by single spaces or by runs of them (rewritten to single ones before the parse)."""
     odd = ['"q1"', "q|2", "{q3}", "q'4", "{"]
     run = Run.from_ranked({qid: [(f'd"{i}', 2.0), ("d|x", 1.0)] for i, qid in enumerate(odd)})
     run.to_trec(tmp_path / "run.trec")
     assert Run.read(tmp_path / "run.trec").rankings() == Run.from_scored(run.frame).rankings()
-    spaced = (tmp_path / "run.trec").read_text().replace(" Q0 ", "  Q0  ")  # pandas' reader, not pyarrow's
+    spaced = (tmp_path / "run.trec").read_text().replace(" Q0 ", "  Q0  ")
     write(tmp_path / "spaced.trec", spaced)
     assert Run.read(tmp_path / "spaced.trec").rankings() == Run.from_scored(run.frame).rankings()
 
@@ -226,7 +226,7 @@ def test_a_byte_order_mark_before_front_matter_is_dropped_and_the_front_matter_r
 @pytest.mark.slow
 def test_evaluate_reads_files_that_open_with_a_byte_order_mark(tmp_path):
     golden = write(tmp_path / "golden.jsonl", "\ufeff" + lines({"id": "q1", "question": "x?", "relevant": {"d1": 1}}))
-    run = write(tmp_path / "run.trec", "\ufeffq1  Q0 d2 1 2.0 s\nq1 Q0 d1 2 1.0 s\n")  # the line reader's path
+    run = write(tmp_path / "run.trec", "\ufeffq1  Q0 d2 1 2.0 s\nq1 Q0 d1 2 1.0 s\n")  # rewritten, then parsed
     result = evaluate_cli(golden, run, "--metrics", "mrr", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"mean": {"mrr": 0.5}}

@@ -1,12 +1,15 @@
 """Score a run against a golden set: per-query values, then means, groups and worst queries.
 
-Rank metrics are averaged over answerable questions only; unanswerable questions are
-scored by abstention (an empty result is the right answer for them). A question missing
-from the run returned nothing (trec_eval -c); a run query missing from the golden set is
-dropped with one warning. Questions pending review (`status: pending`) are not scored, with one
-warning that counts them (`GoldenSet.reviewed`): their rankings may be in the run, for pooling.
-Means split by question type, and by source (human, synthetic) once the scored questions have
-more than one.
+`score` hands both, in columns, to the one scorer (`trec_columns.score_columns`, which
+`python -m sweep.evaluate` also calls on TREC files) and wraps the `Scores` it returns in an
+`Evaluation`, whose pandas tables are built when first asked for.
+
+Rank metrics are averaged over answerable questions only; unanswerable questions are scored by
+abstention (an empty result is the right answer for them). A question missing from the run
+returned nothing (trec_eval -c); a run query missing from the golden set is dropped with one
+warning. Questions pending review (`status: pending`) are not scored, with one warning that
+counts them (`GoldenSet.reviewed`): their rankings may be in the run, for pooling. Means split
+by question type, and by source (human, synthetic) once the scored questions have more than one.
 """
 
 from __future__ import annotations
@@ -17,38 +20,37 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from sweep.errors import InputError
 from sweep.evaluation import measures
 from sweep.evaluation.context import CONTEXT_N, ContextScores
-from sweep.evaluation.measures import (
-    RankedJudgments,
-    abstention_rates,
-    answerable_means,
-    group_starts,
-    warn_unknown_queries,
-)
-from sweep.evaluation.registry import ABSTAIN_METRICS, HEADLINE, metric_values, select_metrics
-from sweep.formats.columns import index_in
+from sweep.evaluation.measures import RankedJudgments, group_starts, warn_unknown_queries
+from sweep.evaluation.registry import ABSTAIN_METRICS, HEADLINE
+from sweep.evaluation.trec_columns import Judgments, Scores, rank, score_columns
+from sweep.formats.columns import Strings, string_array
 from sweep.formats.golden import GoldenSet
 from sweep.formats.runs import Run
 
 
 def rank_judgments(golden: GoldenSet, run: Run, relevance_level: int = 1, gain: str = "linear") -> RankedJudgments:
     """Every judged document the run retrieved, at its rank, one query per golden question (in golden order)."""
-    qids, frame, judged = golden.ids, run.frame, golden.judgments
-    return RankedJudgments.join(
-        len(qids),
-        qids.get_indexer(frame["qid"].cat.categories),
-        frame["qid"].cat.codes.to_numpy(),
-        frame["docid"].cat.codes.to_numpy(),
-        frame["score"].to_numpy(),
-        _rows(qids, judged["qid"].to_numpy()),
-        index_in(pa.array(judged["docid"], pa.string()), pa.array(frame["docid"].cat.categories, pa.string())),
+    return rank(golden_judgments(golden), run.columns, relevance_level, gain)
+
+
+def golden_judgments(golden: GoldenSet) -> Judgments:
+    """`golden` in columns, as the scorer reads it."""
+    judged = golden.judgments
+    # one dictionary entry per judgment: the scorer only matches them with the run's documents,
+    # and hashing them first to find repeats would cost more than matching them all
+    docids = Strings(np.arange(len(judged), dtype=np.int32), string_array(judged["docid"]))
+    questions = golden.questions_frame
+    return Judgments(
+        string_array(golden.ids),
+        questions["type"].to_numpy(),
+        questions["answerable"].to_numpy(),
+        _rows(golden.ids, judged["qid"].to_numpy()),
+        docids,
         judged["grade"].to_numpy(),
-        relevance_level,
-        gain,
     )
 
 
@@ -61,26 +63,52 @@ def _rows(qids: pd.Index, judged_qids: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Per-query values (`per_query`, indexed by qid) and the views built from them."""
+    """Every question's values (`scores`) and the views built from them: the per-query table
+    (`per_query`, indexed by qid, built when first asked for), means, groups, worst questions."""
 
-    per_query: pd.DataFrame  # type, answerable, n_retrieved, top_score, abstained, one column per metric
-    metrics: tuple[str, ...]  # rank metric names, in request order
-    abstain_metrics: tuple[str, ...]
+    scores: Scores
     golden: GoldenSet = field(repr=False)  # the questions scored: those pending review left out
     run: Run = field(repr=False)
     relevance_level: int = 1
     gain: str = "linear"
     context: ContextScores | None = field(default=None, repr=False)  # chunk-level scores, when chunks are known
 
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """The rank metrics' names, in request order."""
+        return tuple(self.scores.values)
+
+    @property
+    def abstain_metrics(self) -> tuple[str, ...]:
+        return self.scores.abstain_metrics
+
+    @cached_property
+    def per_query(self) -> pd.DataFrame:
+        """type, answerable, n_retrieved, top_score, abstained, one column per metric (then the
+        context metrics, when known), indexed by qid."""
+        scores = self.scores
+        frame = pd.DataFrame(
+            {
+                "type": self.golden.questions_frame["type"],
+                "answerable": scores.answerable,
+                "n_retrieved": scores.n_retrieved,
+                "top_score": scores.top_score,
+                "abstained": scores.abstained,
+            }
+            | scores.values,
+            index=self.golden.ids,
+        )
+        return frame if self.context is None else frame.join(self.context.frame)
+
     def with_context(self, context: ContextScores) -> Evaluation:
         """The same evaluation with the context metrics as per-query columns (NaN: no evidence);
         context scored on questions this evaluation left out (pending review) is left out too."""
-        unscored = context.frame.index.difference(self.per_query.index)
+        unscored = context.frame.index.difference(self.golden.ids)
         if len(unscored):
             scored = context.frame.drop(unscored)
             missing = {qid: context.missing[qid] for qid in scored.index}
             context = replace(context, frame=scored, missing=missing)
-        return replace(self, per_query=self.per_query.join(context.frame), context=context)
+        return replace(self, context=context)
 
     @property
     def context_metrics(self) -> tuple[str, ...]:
@@ -98,20 +126,15 @@ class Evaluation:
     @cached_property
     def mean(self) -> dict[str, float]:
         """Rank metrics over answerable questions, plus the requested abstention rates."""
-        means = answerable_means(self._values, self.per_query["answerable"].to_numpy())
+        means = dict(self.scores.rank_means)
         if self.context is not None:
             means |= {name: _mean(self.context.frame[name]) for name in self.context_metrics}
             means[CONTEXT_N] = float(len(self.context.frame))
         return means | self.abstention
 
-    @cached_property
-    def abstention(self) -> dict[str, float]:
-        frame = self.per_query
-        return abstention_rates(frame["abstained"].to_numpy(), frame["answerable"].to_numpy(), self.abstain_metrics)
-
     @property
-    def _values(self) -> dict[str, np.ndarray]:
-        return {name: self.per_query[name].to_numpy() for name in self.metrics}
+    def abstention(self) -> dict[str, float]:
+        return self.scores.abstention
 
     def by(self, column: str = "type") -> pd.DataFrame:
         """Means per group (question type by default, or any column of the per-query table or of
@@ -124,8 +147,8 @@ class Evaluation:
     def type_means(self) -> dict[str, float]:
         """`type/<type>/<metric>` and `type/<type>/n`, DESIGN's names; undefined means (the recall
         of a type with no answerable question) are left out. The rank metrics and abstention as
-        `measures.type_means` computes them for `python -m sweep.evaluate`, to the last digit."""
-        return self._rank_means(self.per_query["type"].to_numpy()) | self._context_means("type")
+        `python -m sweep.evaluate --per-type` prints them (`Scores.means`), the same computation."""
+        return self.scores.type_means(self.scores.types) | self._context_means("type")
 
     def source_means(self) -> dict[str, float]:
         """`source/<source>/<metric>` and `source/<source>/n`, as `type_means` names them per type,
@@ -135,16 +158,9 @@ class Evaluation:
             return {}
         # measures.type_means names its keys type/<group>/...: the same means, per source
         rank_means = {
-            f"source/{key.removeprefix('type/')}": v for key, v in self._rank_means(sources.to_numpy()).items()
+            f"source/{key.removeprefix('type/')}": v for key, v in self.scores.type_means(sources.to_numpy()).items()
         }
         return rank_means | self._context_means("source")
-
-    def _rank_means(self, groups: np.ndarray) -> dict[str, float]:
-        """`measures.type_means` of the rank metrics and abstention over `groups` (one per question)."""
-        frame = self.per_query
-        return measures.type_means(
-            groups, frame["answerable"].to_numpy(), frame["abstained"].to_numpy(), self._values, self.abstain_metrics
-        )
 
     def _context_means(self, column: str) -> dict[str, float]:
         """`<column>/<group>/<context metric>` (and its n) where defined; none without context."""
@@ -230,19 +246,7 @@ def score(
     scored = golden.reviewed
     if not len(scored):
         raise InputError(f"{golden.source}: every question is pending review; review them (python -m sweep.label)")
-    answerable = scored.questions_frame["answerable"].to_numpy()
-    rank_metrics, abstain = select_metrics(metrics, has_unanswerable=not answerable.all())
-    warn_unknown_queries(run.name, golden.source, run.qids.difference(golden.ids).tolist())
-    ranked = rank_judgments(scored, run, relevance_level, gain)
-    frame = pd.DataFrame(
-        {
-            "type": scored.questions_frame["type"],
-            "answerable": answerable,
-            "n_retrieved": ranked.n_retrieved,
-            "top_score": ranked.top_score,
-            "abstained": (ranked.n_retrieved == 0).astype(float),
-        }
-        | metric_values(ranked, rank_metrics, answerable),
-        index=scored.ids,
-    )
-    return Evaluation(frame, tuple(m.name for m in rank_metrics), abstain, scored, run, relevance_level, gain)
+    scores = score_columns(golden_judgments(scored), run.columns, metrics, relevance_level=relevance_level, gain=gain)
+    unknown = [qid for qid in scores.unknown_queries if qid not in golden.by_id]  # pending questions are known
+    warn_unknown_queries(run.name, golden.source, unknown)
+    return Evaluation(scores, scored, run, relevance_level, gain)

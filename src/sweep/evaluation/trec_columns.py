@@ -1,107 +1,144 @@
-"""Score TREC qrels and a TREC run read in columns (`sweep.formats.trec`) with the numpy core, without pandas.
+"""The scorer: a golden set's judgments and a run, both in columns, to every question's metric values, without pandas.
 
-`python -m sweep.evaluate --json` scores TREC files so, to start quickly; `Scores.of` takes the
-same record from an `Evaluation` (any input, through pandas), and the two agree to the last bit.
+`score_columns` is the one computation of per-question values: `python -m sweep.evaluate --json`
+calls it on TREC files read in columns (`sweep.formats.trec`, `Judgments.of_qrels`), and
+`sweep.evaluation.scoring.score` on a golden set and a run in memory (trials, calibration, the
+readable report), then builds its pandas tables on the `Scores` it returns. Strings are matched
+once, by pyarrow's hash join (`index_in`), and the metrics are the numpy core's (`measures`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from functools import cached_property
 
 import numpy as np
+import pyarrow as pa
 
-from sweep.evaluation.measures import (
-    RankedJudgments,
-    abstention_rates,
-    answerable_means,
-    type_means,
-    warn_unknown_queries,
-)
+from sweep.evaluation.measures import RankedJudgments, abstention_rates, answerable_means, type_means
 from sweep.evaluation.registry import metric_values, select_metrics
-from sweep.formats.columns import index_in
-from sweep.formats.lines import UNTYPED, warn_if_unbalanced
+from sweep.formats.columns import Strings, index_in, take
+from sweep.formats.lines import UNTYPED
 from sweep.formats.trec import Qrels, TrecRun
 
-if TYPE_CHECKING:
-    from sweep.evaluation.scoring import Evaluation
+
+@dataclass(frozen=True)
+class Judgments:
+    """A golden set as the scorer reads it: its questions in golden order, one row per judgment."""
+
+    ids: pa.StringArray  # question ids, distinct
+    types: np.ndarray  # each question's type
+    answerable: np.ndarray  # whether each question has a document graded 1 or more
+    question: np.ndarray  # each judgment's question: its position in `ids`
+    docid: Strings  # each judgment's document (its dictionary may hold a string more than once)
+    grade: np.ndarray  # each judgment's grade
+
+    @classmethod
+    def of_qrels(cls, qrels: Qrels) -> Judgments:
+        """TREC qrels as `load_golden` reads them: one untyped question per query, in qid order."""
+        positions = qrels.qid.sorted_positions()
+        question = positions[qrels.qid.codes]
+        answerable = np.zeros(len(positions), bool)
+        answerable[question[qrels.grade >= 1]] = True
+        return cls(
+            take(qrels.qid.dictionary, np.argsort(positions)),
+            np.full(len(positions), UNTYPED, dtype=object),
+            answerable,
+            question,
+            qrels.docid,
+            qrels.grade,
+        )
 
 
 @dataclass(frozen=True)
 class Scores:
     """Every question's results, in golden order."""
 
-    qids: list[str]
+    ids: pa.StringArray  # the questions' ids
     types: np.ndarray
     answerable: np.ndarray
-    abstained: np.ndarray  # 1.0 for an empty result
+    n_retrieved: np.ndarray  # documents the run returned for the question
+    top_score: np.ndarray  # the score of its first document, NaN for an empty result
     values: dict[str, np.ndarray]  # rank metric -> value per question, NaN for unanswerable questions
     abstain_metrics: tuple[str, ...]
+    unknown_queries: list[str]  # the run's queries that are not questions: not scored
 
-    @classmethod
-    def of(cls, evaluation: Evaluation) -> Scores:
-        frame = evaluation.per_query
-        return cls(
-            frame.index.tolist(),
-            frame["type"].to_numpy(),
-            frame["answerable"].to_numpy(),
-            frame["abstained"].to_numpy(),
-            {name: frame[name].to_numpy() for name in evaluation.metrics},
-            evaluation.abstain_metrics,
-        )
+    @cached_property
+    def qids(self) -> list[str]:
+        return self.ids.to_pylist()
+
+    @cached_property
+    def abstained(self) -> np.ndarray:
+        """1.0 for an empty result, else 0.0."""
+        return (self.n_retrieved == 0).astype(float)
+
+    @cached_property
+    def rank_means(self) -> dict[str, float]:
+        """Each rank metric over the answerable questions."""
+        return answerable_means(self.values, self.answerable)
+
+    @cached_property
+    def abstention(self) -> dict[str, float]:
+        """The abstention rates asked for."""
+        return abstention_rates(self.abstained, self.answerable, self.abstain_metrics)
+
+    def type_means(self, groups: np.ndarray) -> dict[str, float]:
+        """`type/<group>/n` and `type/<group>/<metric>` for the rank metrics and abstention, per
+        value of `groups` (one per question): `measures.type_means`."""
+        return type_means(groups, self.answerable, self.abstained, self.values, self.abstain_metrics)
 
     def means(self, per_type: bool) -> dict[str, float]:
-        """Means as `Evaluation.mean` has them; with `per_type`, type means as its `type_means`."""
-        mean = answerable_means(self.values, self.answerable)
-        mean |= abstention_rates(self.abstained, self.answerable, self.abstain_metrics)
-        if per_type:
-            mean |= type_means(self.types, self.answerable, self.abstained, self.values, self.abstain_metrics)
-        return mean
+        """The rank metrics' means and the abstention rates; with `per_type`, the means per type."""
+        return self.rank_means | self.abstention | (self.type_means(self.types) if per_type else {})
 
 
 def score_columns(
-    qrels: Qrels,
+    golden: Judgments,
     run: TrecRun,
     metrics: str | Sequence[str] | None = None,
     *,
     relevance_level: int = 1,
     gain: str = "linear",
-    qrels_name: str = "qrels",
-    run_name: str = "run",
 ) -> Scores:
-    """What `score(load_golden(qrels), Run.read(run), ...)` gives for the same files, computed by
-    the numpy core; the names are the files' for the warnings."""
-    golden_order = qrels.qid.sorted_codes()  # a TREC qrels golden set is in qid order
-    n_questions = len(golden_order)
-    row_of = np.empty(n_questions, np.int64)
-    row_of[golden_order] = np.arange(n_questions)
-    judged_query = row_of[qrels.qid.codes]
-    answerable = np.zeros(n_questions, bool)
-    answerable[judged_query[qrels.grade >= 1]] = True
-    warn_if_unbalanced(qrels_name, n_questions, int((~answerable).sum()))
+    """Every question of `golden` scored on `run`: `metrics` are names such as "ndcg_at_10,mrr"
+    (abstention rates included by name), None for DEFAULT_METRICS and the abstention rates that
+    apply. A question the run left out returned nothing (trec_eval -c); a run query that is not a
+    question is not scored (`Scores.unknown_queries`)."""
+    rank_metrics, abstain_metrics = select_metrics(metrics, has_unanswerable=not golden.answerable.all())
+    query_row = index_in(run.qid.dictionary, golden.ids)
+    ranked = rank(golden, run, relevance_level, gain, query_row)
+    return Scores(
+        golden.ids,
+        golden.types,
+        golden.answerable,
+        ranked.n_retrieved,
+        ranked.top_score,
+        metric_values(ranked, rank_metrics, golden.answerable),
+        abstain_metrics,
+        [run.qid.values[code] for code in np.flatnonzero(query_row < 0).tolist()],
+    )
 
-    rank_metrics, abstain_metrics = select_metrics(metrics, has_unanswerable=not answerable.all())
-    in_qrels = index_in(run.qid.distinct, qrels.qid.distinct)  # per distinct run query: its qrels code or -1
-    unknown = [qid for qid, code in zip(run.qid.values, in_qrels.tolist()) if code < 0]
-    warn_unknown_queries(run_name, qrels_name, unknown)
-    ranked = RankedJudgments.join(
-        n_questions,
-        np.where(in_qrels >= 0, row_of[in_qrels], -1),
+
+def rank(
+    golden: Judgments,
+    run: TrecRun,
+    relevance_level: int = 1,
+    gain: str = "linear",
+    query_row: np.ndarray | None = None,
+) -> RankedJudgments:
+    """Every judged document the run retrieved, at its rank, one query per question of `golden`.
+    `query_row`, when the caller has it: each run query's question, -1 for none
+    (`index_in(run.qid.dictionary, golden.ids)`)."""
+    return RankedJudgments.join(
+        len(golden.ids),
+        index_in(run.qid.dictionary, golden.ids) if query_row is None else query_row,
         run.qid.codes,
         run.docid.codes,
         run.score,
-        judged_query,
-        index_in(qrels.docid.distinct, run.docid.distinct)[qrels.docid.codes],
-        qrels.grade,
+        golden.question,
+        index_in(golden.docid.dictionary, run.docid.dictionary)[golden.docid.codes],
+        golden.grade,
         relevance_level,
         gain,
-    )
-    return Scores(
-        [qrels.qid.values[code] for code in golden_order.tolist()],
-        np.full(n_questions, UNTYPED),
-        answerable,
-        (ranked.n_retrieved == 0).astype(float),
-        metric_values(ranked, rank_metrics, answerable),
-        abstain_metrics,
     )

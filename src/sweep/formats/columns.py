@@ -5,14 +5,16 @@ calls that leave it unimported are used (`to_numpy`, for one, imports it). Nor t
 `pyarrow.compute`: its import writes the docstrings of some 280 wrappers, 40 ms, a tenth of the
 command's whole run; its kernels are called by name with its `call_function`, which (like the
 options classes) lives in the extension module it imports them from, `pyarrow._compute`.
-`sweep.formats.trec` reads TREC runs and qrels with `read_columns`; a file it does not read cleanly
-goes to that module's line-by-line reader, which reads what trec_eval reads or names the line.
+`sweep.formats.trec` reads TREC runs and qrels with `read_columns` (a file whose fields are
+separated by runs of spaces and tabs after `single_spaced` has rewritten it), and names the first
+bad line of a file it refuses.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -25,30 +27,39 @@ from pyarrow._compute import MatchSubstringOptions, SetLookupOptions, call_funct
 from sweep.formats.lines import NOT_IN_IDS_RE2
 
 _NOT_AN_ID = "^$|" + NOT_IN_IDS_RE2  # an empty field, or a character no id may hold
+_SPACE, _TAB, _NEWLINE, _RETURN = (ord(c) for c in " \t\n\r")
 _STRING = pa.dictionary(pa.int32(), pa.string())
 
 
 @dataclass(frozen=True)
 class Strings:
-    """A column of strings as one integer code per row into its distinct strings (pyarrow's
-    dictionary encoding, in C++)."""
+    """A column of strings as one integer code per row into a dictionary of strings (pyarrow's
+    dictionary encoding, in C++). A file's column (`read_columns`) holds each string once in its
+    dictionary, in order of first appearance."""
 
     codes: np.ndarray  # int32
-    distinct: pa.StringArray  # in order of first appearance
+    dictionary: pa.StringArray
 
     @cached_property
     def values(self) -> list[str]:
-        """The distinct strings, code by code."""
-        return self.distinct.to_pylist()
+        """The dictionary's strings, code by code."""
+        return self.dictionary.to_pylist()
 
     def sorted_codes(self) -> np.ndarray:
         """The codes in the order of their strings: by code point, as trec_eval's strcmp orders UTF-8."""
-        return _numpy(call_function("array_sort_indices", [self.distinct]), np.uint64).astype(np.int64)
+        return _numpy(call_function("array_sort_indices", [self.dictionary]), np.uint64).astype(np.int64)
+
+    def sorted_positions(self) -> np.ndarray:
+        """Each code's position in `sorted_codes`: the rank of its string in the dictionary."""
+        order = self.sorted_codes()
+        positions = np.empty(len(order), np.int64)
+        positions[order] = np.arange(len(order))
+        return positions
 
     def ranks(self, rows: np.ndarray) -> np.ndarray:
         """Integers that order the strings at `rows` as `sorted_codes` does (only theirs are sorted)."""
         codes, inverse = np.unique(self.codes[rows], return_inverse=True)
-        strings = call_function("take", [self.distinct, _int64(codes)])
+        strings = take(self.dictionary, codes)
         ranks = np.empty(len(codes), np.int64)
         ranks[_numpy(call_function("array_sort_indices", [strings]), np.uint64)] = np.arange(len(codes))
         return ranks[inverse]
@@ -56,6 +67,18 @@ class Strings:
     def to_numpy(self) -> np.ndarray:
         """Every row's string, as a numpy array of Python strings (dtype object)."""
         return np.array(self.values, dtype=object)[self.codes]
+
+
+def string_array(values: Iterable[str]) -> pa.StringArray:
+    """`values` (a pandas index or column of strings, say) as one pyarrow array. For callers that
+    have imported pandas: `pa.array` imports it."""
+    array = pa.array(values, pa.string())
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array  # pandas' empty str columns
+
+
+def take(strings: pa.StringArray, positions: np.ndarray) -> pa.StringArray:
+    """The strings at `positions`, in that order."""
+    return call_function("take", [strings, _int64(positions)])
 
 
 def index_in(strings: pa.StringArray, among: pa.StringArray) -> np.ndarray:
@@ -69,17 +92,20 @@ def index_in(strings: pa.StringArray, among: pa.StringArray) -> np.ndarray:
 
 
 def read_columns(
-    path: Path, names: Sequence[str], kinds: Mapping[str, str], delimiter: str
+    source: Path | bytes, names: Sequence[str], kinds: Mapping[str, str], delimiter: str, skip_rows: int = 0
 ) -> dict[str, Strings | np.ndarray] | None:
-    """The columns named in `kinds` ("string" or "float") of a file whose lines hold the fields
-    `names`, separated by single `delimiter`s; None when the file is anything else: another number
-    of fields on a line, runs of separators, a number that is not one or is not finite, an empty
-    string, a string column holding a character no id may hold (`sweep.formats.lines`), bytes
-    that are not UTF-8."""
+    """The columns named in `kinds` ("string" or "float") of a file (or its bytes) whose lines hold
+    the fields `names`, separated by single `delimiter`s, after `skip_rows` lines; None when the
+    file is anything else: another number of fields on a line, runs of separators, a number that
+    is not one or is not finite, an empty string, a string column holding a character no id may
+    hold (`sweep.formats.lines`), bytes that are not UTF-8, no line at all."""
+    size = len(source) if isinstance(source, bytes) else source.stat().st_size
     try:
         table = pa_csv.read_csv(
-            path,
-            read_options=pa_csv.ReadOptions(column_names=list(names), use_threads=True, block_size=_block_size(path)),
+            pa.BufferReader(source) if isinstance(source, bytes) else source,
+            read_options=pa_csv.ReadOptions(
+                column_names=list(names), use_threads=True, block_size=_block_size(size), skip_rows=skip_rows
+            ),
             parse_options=pa_csv.ParseOptions(delimiter=delimiter, quote_char=False),  # trec_eval has no quoting
             convert_options=pa_csv.ConvertOptions(
                 include_columns=list(kinds),
@@ -103,20 +129,53 @@ def read_columns(
         # unified, the blocks share one dictionary, in order of first appearance in the file
         chunks = table[name].chunks
         strings = Strings(np.concatenate([_numpy(chunk.indices, np.int32) for chunk in chunks]), chunks[0].dictionary)
-        # an empty field is none to trec_eval; one holding a character no id may hold (whitespace
-        # other than the delimiter) goes to the line reader, which names the line
-        refused = call_function("match_substring_regex", [strings.distinct], MatchSubstringOptions(_NOT_AN_ID))
+        # an empty field is none to trec_eval, and whitespace other than the delimiter splits one
+        refused = call_function("match_substring_regex", [strings.dictionary], MatchSubstringOptions(_NOT_AN_ID))
         if call_function("any", [refused]).as_py():
             return None
         columns[name] = strings
     return columns
 
 
-def _block_size(path: Path) -> int:
-    """About one block per core: each block's strings are hashed by its own thread, and unifying
-    the blocks' dictionaries hashes each block's distinct strings again (pyarrow's 1 MB blocks:
-    a million rows hashed twice)."""
-    return max(path.stat().st_size // (os.cpu_count() or 1) + 1, 1 << 20)
+def single_spaced(data: bytes, max_fields: int | None = None) -> bytes:
+    """`data` with the fields of each line separated by one space, as `read_columns` reads them:
+    runs of spaces and tabs made one space, those that begin or end a line dropped (a line of
+    nothing else becomes empty, which the parser skips), a byte order mark dropped, and, with
+    `max_fields`, each line's fields past that many dropped. trec_eval separates fields so. The
+    bytes are rewritten by whole-array numpy operations, several times faster than a regular
+    expression over them."""
+    text = np.frombuffer(data.removeprefix(codecs.BOM_UTF8), np.uint8)
+    n = len(text)
+    blank = (text == _SPACE) | (text == _TAB)
+    line_end = (text == _NEWLINE) | (text == _RETURN)
+    # each run of blanks as [start, stop): where `blank` turns on, then off
+    starts, stops = np.flatnonzero(np.diff(blank.view(np.int8), prepend=0, append=0)).reshape(-1, 2).T
+    inside_a_line = (starts > 0) & (stops < n)
+    inside_a_line &= ~line_end.take(starts - 1, mode="clip") & ~line_end.take(stops, mode="clip")
+    separators = starts[inside_a_line]  # the first blank of each run between two fields
+    keep = ~blank
+    keep[separators] = True
+    if max_fields is not None:
+        line = np.cumsum(line_end, dtype=np.int32)[separators]  # each separator's line
+        per_line = np.bincount(line)
+        if len(per_line) and per_line.max() >= max_fields:  # some line has more fields
+            ordinal = np.arange(len(line)) - np.r_[0, np.cumsum(per_line)][line]  # 0: a line's first separator
+            cut = separators[ordinal == max_fields - 1]  # from here to the end of the line goes
+            ends = np.flatnonzero(line_end)
+            dropped = np.zeros(n + 1, np.int8)
+            dropped[cut] = 1
+            dropped[np.r_[ends, n][np.searchsorted(ends, cut)]] = -1
+            keep &= np.cumsum(dropped[:n], dtype=np.int8) == 0
+    text = text[keep]
+    text[text == _TAB] = _SPACE
+    return text.tobytes()
+
+
+def _block_size(size: int) -> int:
+    """About one block per core for a file of `size` bytes: each block's strings are hashed by its
+    own thread, and unifying the blocks' dictionaries hashes each block's distinct strings again
+    (pyarrow's 1 MB blocks: a million rows hashed twice)."""
+    return max(size // (os.cpu_count() or 1) + 1, 1 << 20)
 
 
 def _int64(values: np.ndarray) -> pa.Int64Array:
@@ -176,3 +235,15 @@ def repeats_within(group: np.ndarray, item: np.ndarray, n_items: int) -> bool:
     key = group.astype(key_type) * key_type(n_items) + item  # int32 when the keys fit: half the sort's work
     key.sort()
     return bool(np.any(key[1:] == key[:-1]))
+
+
+def repeated_rows(group: np.ndarray, item: np.ndarray, n_items: int) -> np.ndarray | None:
+    """Which rows hold an item that an earlier row of their group holds (a mask); None when no
+    item occurs twice in a group, the usual case, found by `repeats_within` alone."""
+    if not repeats_within(group, item, n_items):
+        return None
+    key = group.astype(np.int64) * max(n_items, 1) + item
+    order = np.argsort(key, kind="stable")  # equal keys stay in row order: the first is kept
+    repeated = np.zeros(len(key), bool)
+    repeated[order[1:][key[order[1:]] == key[order[:-1]]]] = True
+    return repeated

@@ -30,7 +30,7 @@ from sweep.formats.lines import (
     not_utf8,
 )
 from sweep.formats.provenance import JUDGMENT_KEYS, SOURCES, STATUSES, Provenance, choice, provenance
-from sweep.formats.trec import read_beir_qrels, read_qrels
+from sweep.formats.trec import Qrels, read_beir_qrels, read_qrels
 from sweep.formats.unique_keys import UniqueKeyLoader
 
 _QUESTION_KEYS = {"id", "question", "type", "source", "status", "relevant", "evidence", "filters", "tags", "metadata"}
@@ -157,25 +157,21 @@ def read_trec_qrels(path: Path) -> tuple[GoldenSet, dict[str, int]]:
     return _from_judgments(path, read_qrels(path)), {}
 
 
-def _from_judgments(path: Path, frame: pd.DataFrame) -> GoldenSet:
-    duplicated = frame.duplicated(["qid", "docid"])
-    if duplicated.any():
-        row = frame[duplicated].iloc[0]
-        raise InputError(f"{path}: document {row.docid!r} is judged twice for query {row.qid!r}")
-    frame = frame.sort_values("qid", kind="stable")
-    qids = frame["qid"].to_numpy()
-    starts = np.flatnonzero(np.r_[True, qids[1:] != qids[:-1]])
-    groups = zip(
-        qids[starts],
-        np.split(frame["docid"].to_numpy(), starts[1:]),
-        np.split(frame["grade"].to_numpy(), starts[1:]),
-    )
+def _from_judgments(path: Path, qrels: Qrels) -> GoldenSet:
+    """One question per query of `qrels`, in qid order, its judgments in file order."""
+    ranks = qrels.qid.sorted_positions()[qrels.qid.codes]
+    rows = np.argsort(ranks, kind="stable")
+    qids, docids, grades = qrels.qid.to_numpy()[rows], qrels.docid.to_numpy()[rows], qrels.grade[rows]
+    starts = np.flatnonzero(np.r_[True, np.diff(ranks[rows]) != 0])
+    groups = zip(qids[starts], np.split(docids, starts[1:]), np.split(grades, starts[1:]))
     questions = tuple(
         Question(id=qid, question="", relevant=dict(zip(docs.tolist(), grades.tolist())))
         for qid, docs, grades in groups
     )
     golden = GoldenSet(questions, source=str(path))
-    golden.__dict__["judgments"] = frame.reset_index(drop=True)  # prime the cache: same rows, no rebuild
+    # prime the cache: the same rows, without a rebuild
+    judgments = pd.DataFrame({"qid": qids, "docid": docids, "grade": grades})
+    golden.__dict__["judgments"] = judgments.astype({"qid": object, "docid": object})
     return golden
 
 

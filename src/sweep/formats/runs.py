@@ -10,7 +10,6 @@ run is written as a TREC file (`to_trec`), so that reading it back gives the sam
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,11 +21,9 @@ import numpy as np
 import pandas as pd
 
 from sweep.errors import InputError, where
-from sweep.formats.columns import repeats_within, trec_order
+from sweep.formats.columns import Strings, repeated_rows, string_array, trec_order
 from sweep.formats.lines import FirstSeen, check_keys, identifier, json_lines, regular_file, sniff
-from sweep.formats.trec import read_run
-
-log = logging.getLogger(__name__)
+from sweep.formats.trec import TrecRun, read_run, warn_repeated
 
 
 @dataclass(frozen=True)
@@ -88,10 +85,19 @@ class Run:
         kind = sniff(path)
         if kind == "yaml":
             raise InputError(f"{path}: a run is a TREC run file or JSON Lines, not YAML")
-        reader = _read_jsonl if kind == "jsonl" else read_run
-        return cls.from_scored(reader(path), name=str(path))
+        frame = _read_jsonl(path) if kind == "jsonl" else _frame_of(read_run(path))
+        return cls.from_scored(frame, name=str(path))
 
     # ------------------------------------------------------------ views
+
+    @cached_property
+    def columns(self) -> TrecRun:
+        """The run in columns, as the scorer reads it (`sweep.evaluation.trec_columns`)."""
+        qid, docid = (
+            Strings(self.frame[name].cat.codes.to_numpy(np.int32), string_array(self.frame[name].cat.categories))
+            for name in ("qid", "docid")
+        )
+        return TrecRun(qid, docid, self.frame["score"].to_numpy(float))
 
     @cached_property
     def qids(self) -> pd.Index:
@@ -111,7 +117,7 @@ class Run:
         return Run(self.frame[keep].reset_index(drop=True), self.name)
 
     def to_trec(self, path: str | Path, tag: str = "golden-sweep") -> None:
-        """The run as a TREC run file; an id a TREC file cannot hold is an error (`records.trec_safe`)."""
+        """The run as a TREC run file; an id a TREC file cannot hold is an error (`sweep.formats.lines.identifier`)."""
         frame = self.frame
         for column, what in (("qid", "query id"), ("docid", "document id")):
             for value in frame[column].cat.categories:
@@ -154,19 +160,24 @@ def _categorical(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _drop_repeats(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     """Keep each (query, document) once, at its first (best) position; warn once."""
-    qids, docs = frame["qid"].cat.codes.to_numpy(), frame["docid"].cat.codes.to_numpy()
-    if not repeats_within(qids, docs, len(frame["docid"].cat.categories)):  # the usual case, without hashing
+    qid, docid = frame["qid"], frame["docid"]
+    repeated = repeated_rows(qid.cat.codes.to_numpy(), docid.cat.codes.to_numpy(), len(docid.cat.categories))
+    if repeated is None:
         return frame
-    repeated = pd.DataFrame({"qid": qids, "docid": docs}).duplicated().to_numpy()
-    first = frame[repeated].iloc[0]
-    log.warning(
-        "%s: document %r listed more than once for query %r (%d repeats in all); kept its best-ranked entry",
-        name,
-        first["docid"],
-        first["qid"],
-        int(repeated.sum()),
-    )
+    first = int(np.argmax(repeated))
+    warn_repeated(name, qid.iloc[first], docid.iloc[first], int(repeated.sum()))
     return frame[~repeated].reset_index(drop=True)
+
+
+def _frame_of(run: TrecRun) -> pd.DataFrame:
+    """A TREC run's columns as a frame of qid and docid (categorical) and score."""
+    return pd.DataFrame(
+        {
+            name: pd.Categorical.from_codes(strings.codes, strings.values)
+            for name, strings in (("qid", run.qid), ("docid", run.docid))
+        }
+        | {"score": run.score}
+    )
 
 
 def _read_jsonl(path: Path) -> pd.DataFrame:

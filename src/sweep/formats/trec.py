@@ -1,279 +1,235 @@
-"""TREC files, read here and only here: qrels (`qid iteration docid grade`) and runs (`qid Q0 docid rank score tag`).
+"""TREC files, read here and only here: qrels (`qid iteration docid grade`), BEIR's qrels and runs (`qid Q0 docid rank score tag`).
 
-Each file goes to the fastest reader that takes it cleanly:
-1. pyarrow's column parser (`sweep.formats.columns`), for fields separated by single spaces or
-   single tabs, the common case. `qrels_columns` and `run_columns` stop here and return
-   None for any other file, without importing pandas (`python -m sweep.evaluate --json` scores
-   what they return with the numpy core and hands anything else to the readers below).
-2. pandas' C parser, for runs of whitespace (`read_qrels`, `read_run`: what `load_golden` and
-   `Run.read` read);
-3. the careful reader, line by line: a run as trec_eval reads it (fields past the sixth ignored),
-   or, for anything the faster readers refuse, an `InputError` naming the file, the line and the
-   problem.
-BEIR's `qrels/<split>.tsv` (tab-separated, a header line, no iteration field) is read by the same
-qrels reader (`read_beir_qrels`); a file without the header line is read whole, with a warning.
+One reader per kind, in columns, without pandas (`python -m sweep.evaluate` scores what they
+return with the numpy core): pyarrow's parser (`sweep.formats.columns.read_columns`) reads fields
+separated by single spaces or single tabs, the common case; a file whose fields are separated by
+runs of spaces and tabs, as trec_eval separates them, is rewritten so (`single_spaced`) and
+parsed again. A file the parser still refuses, or whose columns break a rule below, is read
+once more line by line, only to raise an `InputError` naming the first bad line and what is
+wrong with it.
 
-No reader splits an id or reads a quote as anything but a character: fields are separated by
-spaces and tabs only, as trec_eval separates them, and a field holding a character no id may
-hold (other whitespace, a control character: `sweep.formats.lines.trec_safe`) is an error
-naming the line.
+Rules: ids are separated by spaces and tabs only, as trec_eval separates them, and a field
+holding a character no id may hold (other whitespace, a control character:
+`sweep.formats.lines.trec_safe`) is an error naming the line; no reader reads a quote as anything
+but a character. A grade is an integer from -MAX_GRADE to MAX_GRADE (negative: not relevant), and
+a document is judged at most once per query. A score is a finite number; a run line's fields
+past the sixth are ignored, as trec_eval ignores them; a document a run lists twice for a query
+keeps its best-ranked entry, with a warning. BEIR's `qrels/<split>.tsv` (one tab between fields,
+a header line, no iteration field) is read by the same reader; a file without the header line is
+read whole, with a warning.
 """
 
 from __future__ import annotations
 
-import csv
 import logging
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sweep.errors import InputError, where
-from sweep.formats.columns import Strings, read_columns, repeats_within, trec_order
-from sweep.formats.lines import MAX_GRADE, NOT_IN_IDS, first_line, not_utf8, sniff, text_lines, trec_fields, trec_safe
-
-if TYPE_CHECKING:
-    import pandas as pd
+from sweep.formats.columns import Strings, read_columns, repeated_rows, repeats_within, single_spaced, trec_order
+from sweep.formats.lines import MAX_GRADE, first_line, sniff, text_lines, trec_fields, trec_safe
 
 TREC_RUN_COLUMNS = ("qid", "q0", "docid", "rank", "score", "tag")
 TREC_QRELS_COLUMNS = ("qid", "iteration", "docid", "grade")
 BEIR_QRELS_COLUMNS = ("qid", "docid", "grade")
-GRADE = re.compile(r"-?\d{1,3}")  # a grade in a TREC file: at most 3 digits, so nothing int64 cannot hold
-_PANDAS_TABLE = {"dtype": str, "keep_default_na": False, "engine": "c", "encoding": "utf-8", "quoting": csv.QUOTE_NONE}
+INTEGER = re.compile(r"[+-]?\d+")
+GRADE = re.compile(r"[+-]?0*\d{1,3}")  # at most 3 significant digits: nothing int64 cannot hold
+NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")  # a score as pyarrow's parser reads one
+NOT_FINITE = {"inf", "infinity", "nan"}  # what Python's float reads and no score may be
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Qrels:
-    """One row per judgment."""
+    """One row per judgment, in file order."""
 
     qid: Strings
     docid: Strings
-    grade: np.ndarray
+    grade: np.ndarray  # int64
 
 
 @dataclass(frozen=True)
 class TrecRun:
-    """Rows in trec_eval's order: each query's together, score descending, then docid descending."""
+    """A run in columns: each query's rows together, in rank order, each document once per query.
+    Read from a file, in trec_eval's order: score descending, then docid descending."""
 
     qid: Strings
     docid: Strings
     score: np.ndarray
 
 
-def is_columns_file(path: Path) -> bool:
+@dataclass(frozen=True)
+class _Layout:
+    """How the lines of one kind of file hold their fields."""
+
+    what: str  # "qrels" or "run", for messages
+    names: tuple[str, ...]  # the fields of a line
+    kinds: dict[str, str]  # the fields read: "string" or "float"
+    tab_separated: bool = False  # one tab between fields (BEIR), else runs of spaces and tabs (TREC)
+    extra_fields: bool = False  # fields past `names` ignored (a run line), else an error (a qrels line)
+    shown: str = ""  # how a message shows the fields a line should hold, after their number
+
+
+TREC_QRELS = _Layout("qrels", TREC_QRELS_COLUMNS, {"qid": "string", "docid": "string", "grade": "string"})
+BEIR_QRELS = _Layout("qrels", BEIR_QRELS_COLUMNS, dict.fromkeys(BEIR_QRELS_COLUMNS, "string"), tab_separated=True)
+TREC_RUN = _Layout(
+    "run",
+    TREC_RUN_COLUMNS,
+    {"qid": "string", "docid": "string", "score": "float"},
+    extra_fields=True,
+    shown=" 'qid Q0 docid rank score tag'",
+)
+
+
+def is_trec_file(path: Path, n_fields: int | None = None) -> bool:
     """Whether `path` is a file of whitespace-separated fields (by its extension and first line),
-    as TREC qrels and runs are: the cheap test before `qrels_columns` or `run_columns` parses it."""
-    return path.is_file() and sniff(path) == "columns"
-
-
-def may_be_columns_file(path: Path) -> bool:
-    """False where `qrels_columns` and `run_columns` surely return None (a JSONL or YAML file, not
-    a file), so that a caller need not parse the other file. A first line that cannot be read is
-    left to the file's reader to report."""
+    with `n_fields` on its first line when given: TREC qrels (4) or a run. False for anything
+    else, a file that cannot be read included: its reader names the problem."""
     try:
-        return is_columns_file(path)
+        return (
+            path.is_file()
+            and sniff(path) == "columns"
+            and (n_fields is None or len(first_line(path).split()) == n_fields)
+        )
     except (InputError, OSError):
-        return True
+        return False
 
 
-# ---------------------------------------------------------------- 1. in columns, without pandas
+# ---------------------------------------------------------------- qrels
 
 
-def _columns(path: Path, names: tuple[str, ...], kinds: dict[str, str]) -> dict[str, Strings | np.ndarray] | None:
-    delimiter = "\t" if "\t" in first_line(path) else " "
-    return read_columns(path, names, kinds, delimiter)
+def read_qrels(path: Path) -> Qrels:
+    """TREC qrels, in file order; negative grades are kept (they mean not relevant)."""
+    return _qrels(path, TREC_QRELS, skip_lines=0)
 
 
-def qrels_columns(path: Path) -> Qrels | None:
-    """TREC qrels as `read_qrels` reads them; None for another format or anything it would refuse
-    or read otherwise (a bad line, a grade out of range, a document judged twice for a query)."""
-    if not is_columns_file(path) or len(first_line(path).split()) != len(TREC_QRELS_COLUMNS):
-        return None
-    columns = _columns(path, TREC_QRELS_COLUMNS, dict.fromkeys(TREC_QRELS_COLUMNS, "string"))
-    if columns is None:
-        return None
-    grades = columns["grade"].values  # the distinct grades: a handful
-    if not all(GRADE.fullmatch(grade) and abs(int(grade)) <= MAX_GRADE for grade in grades):
-        return None
-    qid, docid = columns["qid"], columns["docid"]
-    if repeats_within(qid.codes, docid.codes, len(docid.distinct)):
-        return None
-    return Qrels(qid, docid, np.array([int(grade) for grade in grades], np.int64)[columns["grade"].codes])
+def read_beir_qrels(path: Path) -> Qrels:
+    """A BEIR `qrels/<split>.tsv` (`query-id corpus-id score` under a header line, tab-separated)
+    as `read_qrels` gives TREC qrels. A first line whose score is an integer is a judgment, not a
+    header: the file is read whole, with a warning (BEIR's own loader would drop that judgment)."""
+    first = first_line(path).rstrip("\r\n").split("\t")
+    if GRADE.fullmatch(first[-1].strip()) is None:  # the header line, after any blank ones
+        return _qrels(path, BEIR_QRELS, skip_lines=next(number for number, line in text_lines(path) if line.strip()))
+    log.warning(
+        "%s: no header line (query-id, corpus-id, score): its first line is read as a judgment "
+        "(BEIR's own loader would skip it)",
+        path,
+    )
+    return _qrels(path, BEIR_QRELS, skip_lines=0)
 
 
-def _run_columns(path: Path) -> dict[str, Strings | np.ndarray] | None:
-    return _columns(path, TREC_RUN_COLUMNS, {"qid": "string", "docid": "string", "score": "float"})
+def _qrels(path: Path, layout: _Layout, skip_lines: int) -> Qrels:
+    columns = _read(path, layout, skip_lines)
+    qid, docid, grades = columns["qid"], columns["docid"], columns["grade"]
+    grades_are_good = all(_grade_problem(grade) is None for grade in grades.values)  # the distinct ones: a handful
+    if not grades_are_good or repeats_within(qid.codes, docid.codes, len(docid.dictionary)):
+        _raise_first_bad_line(path, layout, skip_lines)
+    return Qrels(qid, docid, np.array([int(grade) for grade in grades.values], np.int64)[grades.codes])
 
 
-def run_columns(path: Path) -> TrecRun | None:
-    """A TREC run as `read_run` and `Run.read` read it, in trec_eval's order; None for another
-    format, a file the column reader does not take, or a document listed twice for a query
-    (`Run.read` warns and keeps the first)."""
-    if not is_columns_file(path):
-        return None
-    columns = _run_columns(path)
-    if columns is None:
-        return None
+def _grade_problem(text: str) -> str | None:
+    if not INTEGER.fullmatch(text):
+        return f"grade {text!r} is not an integer"
+    if not GRADE.fullmatch(text) or abs(int(text)) > MAX_GRADE:
+        return f"grade {text} is out of range (-{MAX_GRADE} to {MAX_GRADE})"
+    return None
+
+
+# ---------------------------------------------------------------- runs
+
+
+def read_run(path: Path) -> TrecRun:
+    """A TREC run in trec_eval's order; a document listed twice for a query keeps its
+    best-ranked entry, with a warning."""
+    columns = _read(path, TREC_RUN, skip_lines=0)
     qid, docid, score = columns["qid"], columns["docid"], columns["score"]
     moves = trec_order(qid.codes, score, docid.ranks)
     if moves is not None:
         rows, source = moves
         for values in (qid.codes, docid.codes, score):  # arrays read_columns made for this call alone
             values[rows] = values[source]
-    if repeats_within(qid.codes, docid.codes, len(docid.distinct)):
-        return None
-    return TrecRun(qid, docid, score)
+    repeated = repeated_rows(qid.codes, docid.codes, len(docid.dictionary))
+    if repeated is None:
+        return TrecRun(qid, docid, score)
+    first = int(np.argmax(repeated))
+    warn_repeated(str(path), qid.values[qid.codes[first]], docid.values[docid.codes[first]], int(repeated.sum()))
+    return TrecRun(
+        Strings(qid.codes[~repeated], qid.dictionary),
+        Strings(docid.codes[~repeated], docid.dictionary),
+        score[~repeated],
+    )
 
 
-# ---------------------------------------------------------------- 2 and 3. qrels
+def warn_repeated(name: str, qid: str, docid: str, n_repeats: int) -> None:
+    """The one warning for a run that lists documents more than once for a query (the first named)."""
+    log.warning(
+        "%s: document %r listed more than once for query %r (%d repeats in all); kept its best-ranked entry",
+        name,
+        docid,
+        qid,
+        n_repeats,
+    )
 
 
-def read_qrels(path: Path) -> pd.DataFrame:
-    """TREC qrels as a frame of qid, docid (strings) and grade (int64), in file order; negative
-    grades are kept (they mean not relevant)."""
-    import pandas as pd
-
-    qrels = qrels_columns(path)
-    if qrels is not None:
-        return pd.DataFrame({"qid": qrels.qid.to_numpy(), "docid": qrels.docid.to_numpy(), "grade": qrels.grade})
-    return _read_qrels_table(path, r"\s+", TREC_QRELS_COLUMNS, header=None)[list(BEIR_QRELS_COLUMNS)]
+# ---------------------------------------------------------------- the reader and the line that stops it
 
 
-def read_beir_qrels(path: Path) -> pd.DataFrame:
-    """A BEIR `qrels/<split>.tsv` (`query-id corpus-id score` under a header line, tab-separated)
-    as `read_qrels` gives TREC qrels. A first line whose score is an integer is a judgment, not a
-    header: the file is read whole, with a warning (BEIR's own loader would drop that judgment)."""
-    first = first_line(path).rstrip("\r\n").split("\t")
-    headerless = GRADE.fullmatch(first[-1].strip()) is not None
-    if headerless:
-        log.warning(
-            "%s: no header line (query-id, corpus-id, score): its first line is read as a judgment "
-            "(BEIR's own loader would skip it)",
-            path,
-        )
-    return _read_qrels_table(path, "\t", BEIR_QRELS_COLUMNS, header=None if headerless else 0)
+def _read(path: Path, layout: _Layout, skip_lines: int) -> dict[str, Strings | np.ndarray]:
+    """The columns of `layout.kinds` from the lines after the first `skip_lines`, or an InputError
+    naming the first line pyarrow's parser refuses."""
+    delimiter = "\t" if layout.tab_separated or "\t" in first_line(path) else " "
+    columns = read_columns(path, layout.names, layout.kinds, delimiter, skip_rows=skip_lines)
+    if columns is None and not layout.tab_separated:
+        max_fields = len(layout.names) if layout.extra_fields else None
+        columns = read_columns(single_spaced(path.read_bytes(), max_fields), layout.names, layout.kinds, " ")
+    if columns is None:
+        _raise_first_bad_line(path, layout, skip_lines)
+    return columns
 
 
-def _read_qrels_table(path: Path, sep: str, columns: tuple[str, ...], header: int | None) -> pd.DataFrame:
-    """A whitespace/tab table read by pandas' C parser; on a bad row, re-scan to name the line."""
-    import pandas as pd
-
-    try:
-        frame = pd.read_csv(path, sep=sep, header=header, names=list(columns), na_values=[""], **_PANDAS_TABLE)
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{path}: empty file") from None
-    except UnicodeDecodeError:
-        raise not_utf8(path) from None
-    except pd.errors.ParserError:
-        frame = None
-    skip = 1 if header is not None else 0
-    if (
-        frame is None
-        or frame.isna().any().any()
-        or not frame["grade"].str.fullmatch(GRADE.pattern).all()
-        or not _ids_are_safe(frame)
-    ):
-        _raise_first_bad_qrels_line(path, sep, len(columns), skip)
-    if frame.empty:
+def _raise_first_bad_line(path: Path, layout: _Layout, skip_lines: int) -> None:
+    """Raise the InputError that names the first line breaking a rule of the module's docstring."""
+    n_fields = len(layout.names)
+    judged: dict[tuple[str, str], int] = {}  # (qid, docid) -> the line that judged it
+    for number, line in text_lines(path):
+        if number <= skip_lines or not line.strip():
+            continue
+        at = where(path, number)
+        fields = _tab_fields(line) if layout.tab_separated else trec_fields(line)
+        if len(fields) < n_fields or (len(fields) > n_fields and not layout.extra_fields):
+            raise InputError(f"{at}: expected {n_fields} fields{layout.shown}, found {len(fields)}")
+        qid, docid = fields[0], fields[layout.names.index("docid")]
+        for value, what in ((qid, "query id"), (docid, "document id")):
+            if not value:
+                raise InputError(f"{at}: empty {what}")
+            trec_safe(value, at, what)
+        if layout.what == "run":
+            _check_score(fields[layout.names.index("score")], at)
+            continue
+        problem = _grade_problem(fields[-1])
+        if problem is not None:
+            raise InputError(f"{at}: {problem}")
+        first = judged.setdefault((qid, docid), number)
+        if first != number:
+            raise InputError(f"{at}: document {docid!r} is judged twice for query {qid!r} (first on line {first})")
+    if not judged and layout.what == "qrels":
         raise InputError(f"{path}: empty file (no judgments)")
-    if frame["grade"].astype(np.int64).abs().max() > MAX_GRADE:
-        _raise_first_bad_qrels_line(path, sep, len(columns), skip)
-    return frame.astype({"grade": np.int64})
+    raise InputError(f"{path}: unreadable {layout.what} file")
 
 
-def _ids_are_safe(frame: pd.DataFrame) -> bool:
-    """Whether every qid and docid of `frame` is one no id rule refuses (each distinct one checked once)."""
-    return not any(NOT_IN_IDS.search(value) for column in ("qid", "docid") for value in frame[column].unique())
+def _tab_fields(line: str) -> list[str]:
+    """The fields of a line of a BEIR qrels file: one tab between two (a space is part of a field)."""
+    return line.rstrip("\r\n").split("\t")
 
 
-def _check_ids(qid: str, docid: str, at: str) -> None:
-    trec_safe(qid, at, "query id")
-    trec_safe(docid, at, "document id")
-
-
-def _raise_first_bad_qrels_line(path: Path, sep: str, n_fields: int, skip: int) -> None:
-    for number, line in text_lines(path):
-        if number <= skip or not line.strip():
-            continue
-        fields = [f.strip(" \r\n") for f in line.split("\t")] if sep == "\t" else trec_fields(line)
-        if len(fields) != n_fields:
-            raise InputError(f"{where(path, number)}: expected {n_fields} fields, found {len(fields)}")
-        _check_ids(fields[0], fields[-2], where(path, number))
-        try:
-            grade = int(fields[-1])
-        except ValueError:
-            raise InputError(f"{where(path, number)}: grade {fields[-1]!r} is not an integer") from None
-        if abs(grade) > MAX_GRADE:
-            raise InputError(f"{where(path, number)}: grade {grade} is out of range (-{MAX_GRADE} to {MAX_GRADE})")
-    raise InputError(f"{path}: unreadable qrels")
-
-
-# ---------------------------------------------------------------- 2 and 3. runs
-
-
-def read_run(path: Path) -> pd.DataFrame:
-    """A TREC run as a frame of qid, docid and score (float), in file order."""
-    import pandas as pd
-
-    columns = _run_columns(path)
-    if columns is not None:
-        return pd.DataFrame(
-            {name: pd.Categorical.from_codes(columns[name].codes, columns[name].values) for name in ("qid", "docid")}
-            | {"score": columns["score"]}
-        )
-    try:
-        frame = pd.read_csv(
-            path,
-            sep=r"\s+",
-            header=None,
-            names=TREC_RUN_COLUMNS,
-            usecols=["qid", "docid", "score", "tag"],
-            dtype={"qid": str, "docid": str, "tag": str, "score": float},  # str: "007" stays "007"
-            engine="c",
-            encoding="utf-8",
-            quoting=csv.QUOTE_NONE,  # a quote is a character of an id, as trec_eval reads it
-        )
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{path}: empty file") from None
-    except ValueError:  # pandas' ParserError and UnicodeDecodeError are ValueErrors
-        return _read_run_lines(path)
-    if frame.empty:
-        raise InputError(f"{path}: empty file")
-    if frame.isna().any().any() or not np.isfinite(frame["score"]).all() or not _ids_are_safe(frame):
-        return _read_run_lines(path)  # it names the line
-    return frame
-
-
-def _read_run_lines(path: Path) -> pd.DataFrame:
-    import pandas as pd
-
-    qids, docs, scores = [], [], []
-    for number, line in text_lines(path):
-        if not line.strip():
-            continue
-        fields = trec_fields(line)
-        if len(fields) < len(TREC_RUN_COLUMNS):
-            raise InputError(
-                f"{where(path, number)}: expected 6 fields 'qid Q0 docid rank score tag', found {len(fields)}"
-            )
-        _check_ids(fields[0], fields[2], where(path, number))
-        score = _number(fields[4], where(path, number))
-        if not np.isfinite(score):
-            raise InputError(f"{where(path, number)}: score is {fields[4]}; scores must be finite numbers")
-        qids.append(fields[0])
-        docs.append(fields[2])
-        scores.append(score)
-    if not qids:
-        raise InputError(f"{path}: empty file")
-    return pd.DataFrame({"qid": qids, "docid": docs, "score": scores})
-
-
-def _number(text: str, at: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise InputError(f"{at}: score {text!r} is not a number") from None
+def _check_score(text: str, at: str) -> None:
+    if NUMBER.fullmatch(text) and math.isfinite(float(text)):
+        return
+    if NUMBER.fullmatch(text) or text.lstrip("+-").lower() in NOT_FINITE:  # 1e999 is inf
+        raise InputError(f"{at}: score is {text}; scores must be finite numbers")
+    raise InputError(f"{at}: score {text!r} is not a number")
