@@ -25,7 +25,7 @@ from sweep.evaluation.registry import (
 )
 
 if TYPE_CHECKING:
-    from sweep.evaluation.scoring import Evaluation, rank_judgments, score
+    from sweep.evaluation.scoring import Evaluation, score
 
 __all__ = [
     "ABSTAIN_CORRECT",
@@ -42,10 +42,9 @@ __all__ = [
     "measure_of",
     "score",
     "parse_metrics",
-    "rank_judgments",
     "valid_names",
 ]
-_SCORING = ("Evaluation", "rank_judgments", "score")
+_SCORING = ("Evaluation", "score")
 
 
 def __getattr__(name: str):

@@ -24,17 +24,12 @@ import pandas as pd
 from sweep.errors import InputError
 from sweep.evaluation import measures
 from sweep.evaluation.context import CONTEXT_N, ContextScores
-from sweep.evaluation.measures import RankedJudgments, group_starts, warn_unknown_queries
+from sweep.evaluation.measures import group_starts, warn_unknown_queries
 from sweep.evaluation.registry import ABSTAIN_METRICS, HEADLINE
-from sweep.evaluation.trec_columns import Judgments, Scores, rank, score_columns
+from sweep.evaluation.trec_columns import Judgments, Scores, score_columns
 from sweep.formats.columns import Strings, string_array
 from sweep.formats.golden import GoldenSet
 from sweep.formats.runs import Run
-
-
-def rank_judgments(golden: GoldenSet, run: Run, relevance_level: int = 1, gain: str = "linear") -> RankedJudgments:
-    """Every judged document the run retrieved, at its rank, one query per golden question (in golden order)."""
-    return rank(golden_judgments(golden), run.columns, relevance_level, gain)
 
 
 def golden_judgments(golden: GoldenSet) -> Judgments:
