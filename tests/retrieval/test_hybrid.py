@@ -3,14 +3,17 @@ part of the retriever whose own hits the pipeline ranks and keeps for its metric
 
 from __future__ import annotations
 
+import logging
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from helpers.commands import compose_config
 from sweep.errors import InputError
-from sweep.experiment.trial import build_pipeline, check_settings
+from sweep.evaluation import score
+from sweep.experiment.trial import build_pipeline, check_settings, warn_about_costly_settings
 from sweep.retrieval.chunking import TokenChunker
 from sweep.retrieval.filters import PreFilter
 from sweep.retrieval.fusion import fuse
@@ -85,6 +88,50 @@ def test_members_search_under_the_question_s_filter(small_kb):
         for rows in part.hits.values():
             assert all(corpus.by_id[doc].metadata["department"] == "IT" for doc, *_ in rows)
     assert all(corpus.by_id[d].metadata["department"] == "IT" for docs in doc_rankings(fused).values() for d in docs)
+
+
+@pytest.mark.parametrize(("weight", "alone"), [(1.0, "bm25"), (0.0, "tfidf")])
+def test_weight_one_or_zero_equals_its_member_on_every_per_question_metric_at_full_depth(small_kb, weight, alone):
+    """Issue 49, item 2. At chunk=50 the small knowledge base has 585 chunks, and a member returns up
+    to 353 hits of a question: more than the 100 each member used to hand the fusion (the old
+    `candidates` default), which cut recall, judged_at_20 and n_retrieved below the member's own.
+    By default each member now hands over its whole answer at `chunk_depth`."""
+    corpus, golden = small_kb
+    chunker = TokenChunker(50)
+    fused = Pipeline(chunker, hybrid(weight=weight)).retrieve(corpus, golden)
+    member = Pipeline(chunker, {"bm25": BM25Retriever, "tfidf": TfidfRetriever}[alone]()).retrieve(corpus, golden)
+    assert max(len(rows) for rows in fused.parts[alone].hits.values()) > 100
+    assert doc_rankings(fused) == doc_rankings(member)
+    assert fused.parts[alone].results.rankings() == member.results.rankings()  # the member inside is the member alone
+    ours, its = score(golden, fused.results).per_query, score(golden, member.results).per_query
+    assert list(ours.columns) == list(its.columns)
+    # every metric and question column; the top score is the fused one (min-max: 1 at the top)
+    compared = [column for column in ours.columns if column != "top_score"]
+    assert {"recall_at_100", "map", "ndcg_at_10", "mrr", "judged_at_20", "n_retrieved"} <= set(compared)
+    pd.testing.assert_frame_equal(ours[compared], its[compared], check_exact=True)
+
+
+def test_a_capped_hybrid_is_warned_about_and_the_default_is_not(caplog):
+    with caplog.at_level(logging.WARNING, logger="sweep.experiment.trial"):
+        warn_about_costly_settings(compose_config("model=hybrid"))
+        warn_about_costly_settings(compose_config("model=hybrid", "model.candidates=400"))
+        assert not [r for r in caplog.records if r.name == "sweep.experiment.trial"]
+        warn_about_costly_settings(compose_config("model=hybrid", "model.candidates=100"))
+    assert [r.getMessage() for r in caplog.records if r.name == "sweep.experiment.trial"] == [
+        "model.candidates=100 is smaller than chunk_depth=400: each member hands the fusion at most 100 chunk hits, "
+        "fewer than it returns alone, so weight 0 or 1 is not the other member alone and deeper metrics are capped "
+        "(null, the default, takes chunk_depth); see docs/commands.md#warnings"
+    ]
+
+
+def test_equal_fused_scores_keep_the_order_the_weighted_member_gave_them():
+    """A member's tied hits (exact copies of a chunk) come back in its own order, not by chunk id."""
+    tied = Hits(np.array([3.0, 2.0, 2.0, 2.0, 1.0]), np.array([8, 6, 2, 4, 5]))
+    other = Hits(np.array([0.9, 0.1]), np.array([2, 7]))
+    for method, norm in [("convex", "min-max"), ("convex", "z"), ("convex", "none"), ("dbsf", "none")]:
+        assert fuse([other, tied], method, norm, weights=[0.0, 1.0]).ids.tolist() == [8, 6, 2, 4, 5], method
+    both = fuse([other, tied], "convex", "none", weights=[0.5, 0.5])  # 2 scores 1.45; 6 and 4 tie at 1.0
+    assert both.ids.tolist() == [8, 2, 6, 4, 5, 7]
 
 
 def test_candidates_caps_what_each_member_contributes(small_kb):

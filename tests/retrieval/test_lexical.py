@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 
@@ -10,8 +11,15 @@ import pytest
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
+from helpers.commands import compose_config
 from sweep.errors import InputError
-from sweep.retrieval.lexical import BM25_METHODS, BM25Retriever, TfidfRetriever
+from sweep.evaluation import score
+from sweep.experiment.trial import build_pipeline, check_settings
+from sweep.formats.documents import Corpus, Document
+from sweep.formats.golden_set import GoldenSet, Question
+from sweep.retrieval.chunking import TokenChunker
+from sweep.retrieval.lexical import BM25_METHODS, BM25Retriever, TfidfRetriever, char_ngrams
+from sweep.retrieval.pipeline import Pipeline
 
 TEXTS = [
     "Annual leave: employees in Leeds get 25 days of paid leave a year.",
@@ -129,3 +137,109 @@ def test_bm25_delta_moves_the_scores_of_bm25_plus_only():
 def test_bm25_settings_are_checked(setting, message):
     with pytest.raises(InputError, match=re.escape(message)):
         BM25Retriever(**setting)
+
+
+# A small Chinese corpus: written without spaces, each clause is one "word" to a word tokenizer
+CHINESE = {
+    "annual-leave": "员工每年享有二十天带薪年假。未休完的年假最多可以结转五天到下一年。",
+    "travel": "出差期间的酒店费用每晚不超过八百元。机票应在出发前两周预订，并保留发票用于报销。",
+    "remote-work": "员工每周最多可以在家远程办公两天，需要提前告知直属经理。",
+    "passwords": "公司电脑的密码必须每九十天更换一次，密码长度不少于十二个字符。",
+    "parental-leave": "女员工享有一百五十八天产假，男员工享有十五天陪产假。",
+    "equipment": "新员工入职时可以申领一台笔记本电脑和一个显示器，请在服务台提交申请。",
+}
+CHINESE_QUESTIONS = {
+    "q1": ("每年有多少天年假？", "annual-leave"),
+    "q2": ("出差住酒店每晚的上限是多少？", "travel"),
+    "q3": ("一周可以在家办公几天？", "remote-work"),
+    "q4": ("电脑密码多久要换一次？", "passwords"),
+    "q5": ("陪产假有几天？", "parental-leave"),
+    "q6": ("新员工怎么申领笔记本电脑？", "equipment"),
+}
+NOT_SPLIT = (
+    "{model} (analyzer=word): 6 of 6 questions share no term with any chunk, so it finds nothing for them: the "
+    "tokenizer may not split this language (words are split at spaces and punctuation; Chinese, Japanese and Thai "
+    "are written without spaces); try model.analyzer=char_ngrams (model.members.<name>.analyzer in a hybrid); "
+    "see docs/commands.md#warnings"
+)
+
+
+def warnings_of(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "sweep.retrieval.lexical"]
+
+
+def chinese_kb() -> tuple[Corpus, GoldenSet]:
+    corpus = Corpus(tuple(Document(doc_id, text) for doc_id, text in CHINESE.items()))
+    golden = GoldenSet(tuple(Question(qid, text, {doc: 1}) for qid, (text, doc) in CHINESE_QUESTIONS.items()))
+    return corpus, golden
+
+
+def test_char_ngrams_are_each_word_s_overlapping_characters():
+    assert char_ngrams("年假有几天？VPN") == [
+        "年",
+        "假",
+        "有",
+        "几",
+        "天",
+        "年假",
+        "假有",
+        "有几",
+        "几天",
+        "v",
+        "p",
+        "n",
+        "vp",
+        "pn",
+    ]
+    assert char_ngrams("年假，a", 2, 3) == ["年假", "a"]  # a word shorter than the smallest n-gram stays whole
+
+
+@pytest.mark.parametrize("make", [BM25Retriever, TfidfRetriever])
+def test_a_chinese_corpus_finds_nothing_and_says_why_then_char_ngrams_find_it(make, caplog):
+    """Issue 49, item 12: nDCG@10 0 and no word of it before; the warning, then char n-grams."""
+    corpus, golden = chinese_kb()
+    with caplog.at_level(logging.WARNING, logger="sweep.retrieval.lexical"):
+        words = Pipeline(TokenChunker(0), make()).retrieve(corpus, golden)
+    assert score(golden, words.results).mean["ndcg_at_10"] == 0.0
+    assert warnings_of(caplog) == [NOT_SPLIT.format(model=f"model={make.model_name}")]
+    assert words.stats["lexical/questions_unmatched"] == 6.0  # the count, a metric of the run
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="sweep.retrieval.lexical"):
+        grams = Pipeline(TokenChunker(0), make(analyzer="char_ngrams")).retrieve(corpus, golden)
+    assert score(golden, grams.results).mean["ndcg_at_10"] == 1.0  # each question's document first
+    assert not warnings_of(caplog) and grams.stats["lexical/questions_unmatched"] == 0.0
+
+
+def test_an_english_corpus_is_not_warned_about_and_char_ngrams_rank_it_too(caplog):
+    for make in (BM25Retriever, TfidfRetriever):
+        with caplog.at_level(logging.WARNING, logger="sweep.retrieval.lexical"):
+            retriever = make()
+            retriever.build(TEXTS)
+            retriever.prepare_queries(["how many days of annual leave", "hotel cap in London", "zzz qqq"])
+        assert not warnings_of(caplog)
+        grams = make(analyzer="char_ngrams", ngram_range=[2, 3])
+        grams.build(TEXTS)
+        assert grams.search(["annual leave days", "hotel cap London"], 1)[1][:, 0].tolist() == [0, 2]
+
+
+def test_the_analyzer_is_set_from_the_config_and_checked():
+    cfg = compose_config("model=bm25", "model.analyzer=char_ngrams", "model.ngram_range=[1,3]")
+    check_settings(cfg)
+    retriever = build_pipeline(cfg).retriever
+    assert (retriever.analyzer, retriever.ngram_range) == ("char_ngrams", (1, 3))
+    hybrid = build_pipeline(
+        compose_config("model=hybrid", "model@model.members.minilm=tfidf", "model.members.minilm.analyzer=char_ngrams")
+    ).retriever
+    assert hybrid.members["minilm"].analyzer == "char_ngrams" and hybrid.members["bm25"].analyzer == "word"
+    for override, message in [
+        ("model.analyzer=chars", "model.analyzer='chars': must be one of word, char_ngrams"),
+        (
+            "model.ngram_range=[3,1]",
+            "model.ngram_range=[3, 1]: must be a list of two n-gram sizes [min, max], 1 <= min <= max <= 5, e.g. [1, 2]",
+        ),
+        ("model.ngram_range=[2]", "model.ngram_range=[2]: must be a list of two n-gram sizes"),
+    ]:
+        with pytest.raises(InputError, match=f"^{re.escape(message)}"):
+            check_settings(compose_config("model=tfidf", override))
+    with pytest.raises(InputError, match=re.escape("model.ngram_range=[0, 2]: must be a list of two n-gram sizes")):
+        BM25Retriever(ngram_range=[0, 2])

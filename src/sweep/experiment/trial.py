@@ -186,6 +186,13 @@ def warn_about_costly_settings(cfg: DictConfig) -> None:
             "reranker.candidates=%d: only chunk_depth=%d hits reach the reranker; see %s",
             candidates, cfg.chunk_depth, WARNINGS_PAGE,
         )  # fmt: skip
+    capped = OmegaConf.select(cfg, "model.candidates") if OmegaConf.select(cfg, "model.members") else None
+    if capped is not None and capped < cfg.chunk_depth:
+        log.warning(
+            "model.candidates=%d is smaller than chunk_depth=%d: each member hands the fusion at most %d chunk hits, "
+            "fewer than it returns alone, so weight 0 or 1 is not the other member alone and deeper metrics are capped "
+            "(null, the default, takes chunk_depth); see %s", capped, cfg.chunk_depth, capped, WARNINGS_PAGE,
+        )  # fmt: skip
 
 
 def warn_about_holes(evaluation: Evaluation, floor: float, metric: str = "judged_at_10") -> None:

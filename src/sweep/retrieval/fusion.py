@@ -23,7 +23,8 @@ The floor rule: a chunk a member did not return contributes 0 to that member's t
 rule), which is the member's floor under `min-max`, `sum` (its lowest hit maps to 0), `rank`,
 `max` and `none` for non-negative scores, and RRF's limit; under `z` it is the member's mean.
 `borda` alone gives missing chunks a value of its own, `0.5 − (n − 1) / 2N`, as Borda counting does.
-Equal fused scores rank by chunk id, ascending.
+Equal fused scores rank by the best rank a member with a non-zero weight gave the chunk, then by
+chunk id, ascending: with one such member, the fused ranking is that member's own, ties included.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ def fuse(
     ids = np.unique(np.concatenate(taking_part)).astype(np.int64)
     terms = np.zeros((len(lists), len(ids)))
     listed = np.zeros((len(lists), len(ids)), dtype=bool)
+    best_rank = np.full(len(ids), np.iinfo(np.int64).max)  # among the members with a non-zero weight
     for member, hits in enumerate(lists):
         inside = np.isin(hits.ids, ids)  # a zero-weight member's other chunks are not candidates
         where = np.searchsorted(ids, hits.ids[inside])
@@ -99,10 +101,12 @@ def fuse(
         terms[member] = missing
         terms[member, where] = values[inside]
         listed[member, where] = True
+        if weights[member] != 0:
+            best_rank[where] = np.minimum(best_rank[where], np.flatnonzero(inside))
     fused = weights @ terms
     if method == "combmnz":  # under borda every member scores every candidate (ranx's count too)
         fused = fused * (len(lists) if norm == "borda" else listed.sum(axis=0))
-    order = np.lexsort((ids, -fused))
+    order = np.lexsort((ids, best_rank, -fused))
     return Hits(fused[order], ids[order])
 
 

@@ -10,9 +10,12 @@ Composed in `conf/model/hybrid.yaml` from the model group's own options, one per
     fusion: convex
     weight: null        # two members: the first one's share, 0 to 1 (null: equal)
 
-Each member searches its top `candidates` chunks under the question's filter; `sweep.retrieval.fusion`
-normalises and combines them. A member with weight 0 is still built and searched (its own metrics
-are logged) but adds no candidates, so weight 0 and weight 1 are exactly the other member alone.
+Each member searches as deep as the pipeline asks the hybrid to (`chunk_depth`), under the
+question's filter, so it hands the fusion exactly the hits it would return alone;
+`sweep.retrieval.fusion` normalises and combines them. A member with weight 0 is still built and
+searched (its own metrics are logged) but adds no candidates, and equal fused scores keep the order
+the members gave them, so weight 0 and weight 1 are exactly the other member alone, ties included.
+`candidates` caps each member's hits below that depth (cheaper; a warning says what it costs).
 The members are the retriever's parts (`Retriever.part_hits`): what each returned in the last
 search of a question stays readable, and the pipeline scores it as the member's own answer (the
 run's `member/<name>/...` metrics and `tables/member_hits.json`).
@@ -37,7 +40,8 @@ class HybridRetriever(Retriever):
     """`members`: name -> retriever (the name prefixes its metrics); `norm`, `fusion`, `k` (RRF's
     constant): `sweep.retrieval.fusion`; `weight`: with two members, the first one's share
     (the second gets 1 − weight); `weights`: one per member, in order, instead; null for both:
-    equal weights. `candidates`: chunk hits each member contributes per question."""
+    equal weights. `candidates`: chunk hits each member contributes per question (null: as many
+    as the pipeline asks for, `chunk_depth`: each member's whole answer)."""
 
     def __init__(
         self,
@@ -47,7 +51,7 @@ class HybridRetriever(Retriever):
         weight: Annotated[float | None, Range(0, 1)] = None,
         weights: list[float] | None = None,
         k: Annotated[float, Range(0)] = 60.0,
-        candidates: Annotated[int, Range(1)] = 100,
+        candidates: Annotated[int | None, Range(1)] = None,
     ) -> None:
         if len(members) < 2:
             raise InputError(f"model.members: a hybrid needs two or more members, not {len(members)}")
@@ -77,7 +81,8 @@ class HybridRetriever(Retriever):
     def search(
         self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
-        answers = {name: m.search(queries, self.candidates, allowed, exact) for name, m in self.members.items()}
+        depth = k if self.candidates is None else self.candidates  # null: each member's whole answer at this depth
+        answers = {name: m.search(queries, depth, allowed, exact) for name, m in self.members.items()}
         scores = np.full((len(queries), k), -np.inf)
         ids = np.full((len(queries), k), -1, dtype=np.int64)
         for row, query in enumerate(queries):
