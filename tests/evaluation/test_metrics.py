@@ -99,11 +99,43 @@ def test_default_metrics_add_abstention_rates_that_apply(seed_example):
     assert mean[ABSTAIN_CORRECT] == 1.0 and mean[ABSTAIN_FALSE] == 0.0 and mean["ndcg_at_10"] == 1.0
 
 
-def test_run_files_break_ties_by_doc_id_descending_but_the_pipeline_order_stands():
+def test_every_run_breaks_ties_by_doc_id_descending_whatever_order_it_came_in():
     frame = pd.DataFrame({"qid": ["q"] * 3, "docid": ["d1", "d3", "d2"], "score": [1.0, 1.0, 2.0]})
     assert [d for d, _ in Run.from_scored(frame).rankings()["q"]] == ["d2", "d3", "d1"]
-    pipeline = Run.from_ranked({"q": [("d1", 1.0), ("d3", 1.0), ("d2", 2.0)]})
-    assert [d for d, _ in pipeline.rankings()["q"]] == ["d1", "d3", "d2"]
+    for given in ([("d2", 2.0), ("d1", 1.0), ("d3", 1.0)], [("d2", 2.0), ("d3", 1.0), ("d1", 1.0)]):
+        pipeline = Run.from_ranked({"q": given})  # a retriever's order, ties as the corpus file had them
+        assert [d for d, _ in pipeline.rankings()["q"]] == ["d2", "d3", "d1"]
+
+
+TIES = {"q1": [("a", 3.0), ("x", 2.0), ("b", 2.0), ("c", 1.0)], "q2": [("y", 2.0), ("z", 2.0)], "q3": [("d", 1.0)]}
+
+
+@pytest.mark.parametrize(
+    ("relevant", "metrics", "expected"),
+    [
+        # ranks 2-3 tie (x, b; b relevant): recall_at_2 holds x, the higher id, not b
+        ({"q1": {"b": 1}}, ["recall_at_2"], "run: on 1 of 1 questions a metric's cutoff splits documents of the same "
+         "score with a relevant one among them, e.g. question 'q1': ranks 2-3 tie at 2.0 ('x', 'b') across the cutoff "
+         "at 2; which of them count within it is the tie rule's choice (document id, highest first, as trec_eval), not "
+         "the scores'"),
+        ({"q1": {"b": 1}, "q2": {"z": 2}}, ["recall_at_1", "ndcg_at_2"], "run: on 2 of 2 questions"),
+        ({"q1": {"b": 1}}, ["recall_at_1", "recall_at_3", "mrr"], None),  # no cutoff inside the tie
+        ({"q1": {"x": 1, "b": 1}}, ["recall_at_2"], None),  # both relevant alike: the cutoff holds as much either way
+        ({"q1": {"a": 1}, "q2": {"q": 1}}, ["recall_at_1"], None),  # no relevant document among the tied
+    ],
+)  # fmt: skip
+def test_a_cutoff_that_splits_tied_scores_around_a_relevant_document_is_named_once(caplog, relevant, metrics, expected):
+    golden = golden_of(relevant)
+    run = Run.from_ranked({q: hits for q, hits in TIES.items() if q in relevant})
+    with caplog.at_level(logging.WARNING):
+        evaluation = score(golden, run, metrics)
+        score(golden, run.restrict(golden.ids), metrics)  # scored again (as calibration does): not said again
+    said = [m for m in caplog.messages if "cutoff splits" in m]
+    if expected is None:
+        assert said == []
+    else:
+        assert len(said) == 1 and said[0].startswith(expected)
+    assert evaluation.per_query.loc["q1", metrics[0]] == score(golden, run, metrics).per_query.loc["q1", metrics[0]]
 
 
 def test_a_document_listed_twice_keeps_its_best_score_with_one_warning(caplog):

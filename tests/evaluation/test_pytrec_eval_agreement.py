@@ -7,6 +7,8 @@ cases (about 1,300 questions) per test, scored in one evaluation each.
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import pytrec_eval
 
@@ -78,3 +80,46 @@ def test_judged_at_k_counts_what_pytrec_eval_counts_as_judged():
                 continue
             expected = theirs[qid][f"P_{k}"] * k / min(k, returned)
             assert row[f"judged_at_{k}"] == pytest.approx(expected, abs=1e-9), (qid, k)
+
+
+def test_a_ranking_handed_over_in_any_tie_order_agrees_with_pytrec_eval():
+    """A retriever hands its results best first, ties in whatever order its corpus file had them
+    (issue 49): the pipeline's run (`Run.from_ranked`) is scored as pytrec_eval scores the same
+    documents and scores, ties by document id descending, whichever order the ties came in."""
+    qrels, run = random_judgments(5, 300, GRADES, SCORES)
+    rng = random.Random(5)
+    for order in ("shuffled", "ascending ids"):
+        rankings = {}
+        for qid, docs in run.items():
+            hits = list(docs.items())
+            rng.shuffle(hits) if order == "shuffled" else hits.sort()
+            rankings[qid] = sorted(hits, key=lambda hit: -hit[1])  # stable: ties stay as they came
+        golden = GoldenSet(tuple(Question(qid, "", rel) for qid, rel in qrels.items()))
+        evaluation = score(golden, Run.from_ranked(rankings), list(OURS_TO_TREC))
+        theirs = pytrec_eval.RelevanceEvaluator(qrels, TREC_MEASURES).evaluate(run)
+        for qid, row in evaluation.per_query[evaluation.per_query["answerable"]].iterrows():
+            for name, trec_name in OURS_TO_TREC.items():
+                expected = theirs[qid][trec_name] if qid in theirs else 0.0
+                assert row[name] == pytest.approx(expected, abs=1e-9), (order, qid, name)
+
+
+def test_exact_copies_that_tie_agree_with_pytrec_eval_whichever_copy_is_judged():
+    """Each judged document and its unjudged copy score alike: trec_eval ranks the higher id
+    first, and so does every run here, whichever of the two came first."""
+    qrels = {"q1": {"doc": 1, "other": 2}, "q2": {"doc-copy": 1}, "q3": {"a": 1, "b": 1}}
+    run = {
+        "q1": {"doc": 2.0, "doc-copy": 2.0, "other": 1.0, "other-copy": 1.0},
+        "q2": {"doc": 2.0, "doc-copy": 2.0},
+        "q3": {"b": 0.5, "a": 0.5, "a-copy": 0.5, "c": 0.5},
+    }
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, TREC_MEASURES).evaluate(run)
+    golden = GoldenSet(tuple(Question(qid, "", rel) for qid, rel in qrels.items()))
+    for rankings in (
+        {qid: list(docs.items()) for qid, docs in run.items()},
+        {qid: list(reversed(docs.items())) for qid, docs in run.items()},
+    ):
+        per_query = score(golden, Run.from_ranked(rankings), list(OURS_TO_TREC)).per_query
+        for qid in qrels:
+            for name, trec_name in OURS_TO_TREC.items():
+                assert per_query.loc[qid, name] == pytest.approx(theirs[qid][trec_name], abs=1e-12), (qid, name)
+    assert theirs["q1"]["recip_rank"] == 0.5 and theirs["q2"]["recip_rank"] == 1.0  # the copy's id sorts after

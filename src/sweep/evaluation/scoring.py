@@ -7,13 +7,18 @@
 Rank metrics are averaged over answerable questions only; unanswerable questions are scored by
 abstention (an empty result is the right answer for them). A question missing from the run
 returned nothing (trec_eval -c); a run query missing from the golden set is dropped with one
-warning. Questions pending review (`status: pending`) are not scored, with one warning that
+warning. Rankings are in trec_eval's order (`sweep.formats.runs`: score descending, ties by
+document id descending), so a value here is trec_eval's on the run's `run.trec`; where a metric's
+cutoff splits tied documents with a relevant one among them, one warning a run names how many
+questions and the first (`trec_columns.tied_at_cutoffs`): there the tie rule, not the scores,
+decides what the cutoff holds. Questions pending review (`status: pending`) are not scored, with one warning that
 counts them (`GoldenSet.reviewed`): their rankings may be in the run, for pooling. Means split
 by question type, and by source (human, synthetic) once the scored questions have more than one.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -26,10 +31,12 @@ from sweep.evaluation import measures
 from sweep.evaluation.context import CONTEXT_N, ContextScores
 from sweep.evaluation.measures import group_starts, warn_unknown_queries
 from sweep.evaluation.registry import ABSTAIN_METRICS, HEADLINE
-from sweep.evaluation.trec_columns import Judgments, Scores, score_columns
+from sweep.evaluation.trec_columns import Judgments, Scores, TiedAtCutoff, score_columns
 from sweep.formats.columns import Strings, string_array
 from sweep.formats.golden import GoldenSet
 from sweep.formats.runs import Run
+
+log = logging.getLogger(__name__)
 
 
 def golden_judgments(golden: GoldenSet) -> Judgments:
@@ -241,7 +248,25 @@ def score(
     scored = golden.reviewed
     if not len(scored):
         raise InputError(f"{golden.source}: every question is pending review; review them (python -m sweep.label)")
-    scores = score_columns(golden_judgments(scored), run.columns, metrics, relevance_level=relevance_level, gain=gain)
+    scores = score_columns(
+        golden_judgments(scored), run.columns, metrics, relevance_level=relevance_level, gain=gain, ties=True
+    )
     unknown = [qid for qid in scores.unknown_queries if qid not in golden.by_id]  # pending questions are known
     warn_unknown_queries(run.name, golden.source, unknown)
+    if scores.tied is not None and scored.first_time(f"ties {run.name}"):
+        warn_ties(run.name, scores.tied, len(scored))
     return Evaluation(scores, scored, run, relevance_level, gain)
+
+
+def warn_ties(name: str, tied: TiedAtCutoff, n_questions: int) -> None:
+    """The one warning for tied scores that a metric's cutoff splits (`TiedAtCutoff`)."""
+    ranks = f"ranks {tied.first_rank}-{tied.last_rank}"
+    docs = ", ".join(repr(doc) for doc in tied.docs) + (
+        ", ..." if tied.last_rank - tied.first_rank + 1 > len(tied.docs) else ""
+    )
+    log.warning(
+        "%s: on %d of %d questions a metric's cutoff splits documents of the same score with a relevant one among "
+        "them, e.g. question %r: %s tie at %r (%s) across the cutoff at %d; which of them count within it is the "
+        "tie rule's choice (document id, highest first, as trec_eval), not the scores'",
+        name, tied.questions, n_questions, tied.qid, ranks, tied.score, docs, tied.k,
+    )  # fmt: skip

@@ -24,7 +24,7 @@ import pyarrow as pa
 from pyarrow import csv as pa_csv
 from pyarrow._compute import MatchSubstringOptions, SetLookupOptions, call_function
 
-from sweep.formats.lines import NOT_IN_IDS_RE2
+from sweep.formats.lines import NOT_IN_IDS_RE2, nfc
 
 _NOT_AN_ID = "^$|" + NOT_IN_IDS_RE2  # an empty field, or a character no id may hold
 _SPACE, _TAB, _NEWLINE, _RETURN = (ord(c) for c in " \t\n\r")
@@ -67,6 +67,34 @@ class Strings:
     def to_numpy(self) -> np.ndarray:
         """Every row's string, as a numpy array of Python strings (dtype object)."""
         return np.array(self.values, dtype=object)[self.codes]
+
+
+def in_nfc(strings: Strings) -> tuple[Strings, int, str | None]:
+    """`strings` with every string in Unicode NFC (`sweep.formats.lines.nfc`), the form ids are
+    compared in, two strings that differ only in their form made one; with how many strings were
+    not in NFC and the first of them (0 and None: `strings` itself). An all-ASCII dictionary, the
+    usual one, is found so in one pass; only the others' strings are normalised, by Python's
+    `unicodedata` (pyarrow 25's `utf8_normalize` leaves `e` + U+0301 decomposed under NFC)."""
+    dictionary = strings.dictionary
+    not_ascii = call_function("invert", [call_function("string_is_ascii", [dictionary])])
+    if not call_function("any", [not_ascii]).as_py():
+        return strings, 0, None
+    written = call_function("filter", [dictionary, not_ascii]).to_pylist()
+    normal = [nfc(value) for value in written]
+    moved = [value for value, normalised in zip(written, normal) if value != normalised]
+    if not moved:
+        return strings, 0, None
+    replaced = call_function("replace_with_mask", [dictionary, not_ascii, _string_array(normal)])
+    encoded = call_function("dictionary_encode", [replaced])  # forms that meet become one string
+    return Strings(_numpy(encoded.indices, np.int32)[strings.codes], encoded.dictionary), len(moved), moved[0]
+
+
+def _string_array(values: list[str]) -> pa.StringArray:
+    """`values` as a pyarrow array, built from its buffers (`pa.array` would import pandas)."""
+    data = [value.encode("utf-8") for value in values]
+    offsets = np.zeros(len(data) + 1, np.int32)
+    np.cumsum([len(item) for item in data], out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
 
 
 def string_array(values: Iterable[str]) -> pa.StringArray:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweep.errors import InputError
-from sweep.formats.lines import check_keys, identifier
+from sweep.formats.lines import check_keys, keyed_by_id
 from sweep.text import shortened
 
 _SPAN_KEYS = ("start", "end", "text")
@@ -50,8 +50,7 @@ def parse_evidence(value: Any, relevant: Mapping[str, int], at: str, qid: str) -
     if not isinstance(value, dict):
         raise InputError(f"{at}: question {qid!r} has 'evidence' that is not a mapping of document to excerpts")
     evidence: dict[str, tuple[Span | str, ...]] = {}
-    for doc, items in value.items():
-        doc = identifier(doc, at, "evidence document id")
+    for doc, items in keyed_by_id(value, at, "evidence document id", f"question {qid!r}: 'evidence'"):
         if relevant.get(doc, 0) < 1:
             raise InputError(
                 f"{at}: question {qid!r} has evidence in {doc!r}, which its 'relevant' does not mark relevant (grade >= 1)"

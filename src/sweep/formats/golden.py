@@ -9,6 +9,11 @@ with `file:line: problem`; size and balance problems are only warnings. The read
 `sweep.formats.golden_readers`, the set itself in `sweep.formats.golden_set`; their public names
 are importable from here too.
 
+Ids are compared in Unicode NFC (`sweep.formats.lines.nfc`): the readers read every id so, and a
+corpus whose ids are not all in NFC (a folder's file names as macOS writes them, NFD) has each
+such document found by its NFC id too (`nfc_aliases`), with one warning naming both forms where
+the golden set labels one; a run names them in NFC (`corpus_in_nfc`, used by the pipeline).
+
 `save_golden` writes a set back as JSON Lines, checked as the loader reads it, atomically and
 with a backup (`sweep.label` saves every change so).
 """
@@ -16,13 +21,14 @@ with a backup (`sweep.label` saves every change so).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from sweep.errors import InputError, where
-from sweep.formats.corpus import Corpus
+from sweep.formats.corpus import Corpus, Document
 from sweep.formats.evidence import Evidence as Evidence
 from sweep.formats.evidence import Span as Span
 from sweep.formats.evidence import evidence_spans as evidence_spans
@@ -41,11 +47,13 @@ from sweep.formats.golden_readers import (
 from sweep.formats.golden_set import GoldenSet as GoldenSet
 from sweep.formats.golden_set import Question as Question
 from sweep.formats.golden_set import doc_grades as doc_grades
-from sweep.formats.lines import JSON_LINES_SUFFIXES, UNTYPED, first_line, regular_file, sniff
+from sweep.formats.lines import JSON_LINES_SUFFIXES, UNTYPED, first_line, nfc, regular_file, same_in_nfc, sniff
 from sweep.formats.lines import RECOMMENDED_SIZE as RECOMMENDED_SIZE  # imported from here too (sweep.label)
 from sweep.formats.lines import RECOMMENDED_UNANSWERABLE_SHARE as RECOMMENDED_UNANSWERABLE_SHARE
 from sweep.formats.provenance import HUMAN, REVIEWED
 from sweep.formats.provenance import Provenance as Provenance
+
+log = logging.getLogger(__name__)
 
 
 def load_golden(
@@ -64,7 +72,7 @@ def load_golden(
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
     lines: dict[str, int] = {}
-    corpus_ids: Collection[str] | None = corpus.by_id if corpus is not None else None
+    corpus_ids: Collection[str] | None = nfc_aliases(corpus) if corpus is not None else None
     if path.is_dir() and (path / CHUNKING_EVAL_QUESTIONS).is_file():
         golden, lines = read_chunking_eval(path / CHUNKING_EVAL_QUESTIONS)
     elif path.is_dir():
@@ -76,10 +84,58 @@ def load_golden(
     if corpus_ids is not None:
         golden.check_corpus(corpus_ids, lines)
     if corpus is not None:
+        _warn_other_forms(golden, corpus)
         golden = resolve_evidence(golden, corpus, lines)
     if warn:
         golden.warn_if_unbalanced()
     return golden
+
+
+def corpus_in_nfc(corpus: Corpus) -> Corpus:
+    """`corpus` with every document id in Unicode NFC, the form ids are compared in; `corpus`
+    itself when they all are (the usual case, found without a copy). Two ids that are one in NFC
+    are an error naming both forms."""
+    if all(nfc(doc.id) == doc.id for doc in corpus):
+        return corpus
+    _nfc_ids(corpus)
+    return Corpus(tuple(replace(doc, id=nfc(doc.id)) for doc in corpus), source=corpus.source)
+
+
+def nfc_aliases(corpus: Corpus) -> dict[str, Document]:
+    """`corpus.by_id`, where a document id is not in NFC also holding the document under its NFC
+    id (what the golden set's reader made of the same id), so that every lookup by a golden set's
+    or a run's id finds it. Until the folder reader reads file names in NFC itself, this is where
+    a folder written on macOS meets a golden set typed elsewhere."""
+    by_id = corpus.by_id
+    for alias, document in _nfc_ids(corpus).items():
+        by_id.setdefault(alias, document)
+    return by_id
+
+
+def _nfc_ids(corpus: Corpus) -> dict[str, Document]:
+    """NFC id -> document, for the documents whose id is not in NFC; an error where two ids are one in NFC."""
+    moved = {nfc(doc.id): doc for doc in corpus if not doc.id.isascii() and nfc(doc.id) != doc.id}
+    for doc in corpus:
+        other = moved.get(nfc(doc.id))
+        if other is not None and other is not doc:
+            raise InputError(f"{corpus.source}: documents {same_in_nfc(other.id, doc.id)}; rename one of them")
+    return moved
+
+
+def _warn_other_forms(golden: GoldenSet, corpus: Corpus) -> None:
+    """One warning when the golden set labels documents that the corpus names in another Unicode form."""
+    if all(doc.id.isascii() for doc in corpus):
+        return
+    labelled = {doc for q in golden for doc in q.relevant}
+    other = [(doc, corpus.by_id[doc].id) for doc in labelled if doc in corpus.by_id and corpus.by_id[doc].id != doc]
+    if other:
+        doc, written = min(other)
+        log.warning(
+            "%s: the corpus %s names %d labelled %s in another Unicode form than the golden set: %s; they match, "
+            "and runs name them in NFC",
+            golden.source, corpus.source, len(other), "document" if len(other) == 1 else "documents",
+            same_in_nfc(written, doc),
+        )  # fmt: skip
 
 
 def _sniff_format(path: Path) -> str:
@@ -164,6 +220,6 @@ def save_golden(golden: GoldenSet, path: str | Path, corpus: Corpus | None = Non
         path, ((number, json.loads(line)) for number, line in enumerate(text.splitlines(), 1))
     )
     if corpus is not None:
-        parsed.check_corpus(corpus.by_id, lines)
+        parsed.check_corpus(nfc_aliases(corpus), lines)
         resolve_evidence(parsed, corpus, lines)
     write_text_atomically(path, text, backup=True)

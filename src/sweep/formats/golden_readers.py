@@ -27,11 +27,12 @@ from sweep.formats.lines import (
     check_keys,
     identifier,
     json_lines,
+    keyed_by_id,
     not_utf8,
 )
 from sweep.formats.provenance import JUDGMENT_KEYS, SOURCES, STATUSES, Provenance, choice, provenance
 from sweep.formats.trec import Qrels, read_beir_qrels, read_qrels
-from sweep.formats.unique_keys import UniqueKeyLoader
+from sweep.formats.unique_keys import UniqueKeyLoader, ids_as_written
 
 _QUESTION_KEYS = {"id", "question", "type", "source", "status", "relevant", "evidence", "filters", "tags", "metadata"}
 CHUNKING_EVAL_QUESTIONS = "questions_df.csv"  # Chroma's chunking benchmark: this file + corpora/*.md
@@ -54,6 +55,8 @@ def read_yaml(path: Path) -> tuple[GoldenSet, dict[str, int]]:
             root = next((v for k, v in root.value if k.value == "questions"), None)
         if not isinstance(root, yaml.SequenceNode):
             raise InputError(f"{path}: expected a list of questions (or a 'questions:' list)")
+        for node in root.value:
+            ids_as_written(node)  # `id: 002` is the id '002', not 2 (`sweep.formats.unique_keys`)
         records = [(node.start_mark.line + 1, loader.construct_object(node, deep=True)) for node in root.value]
     except yaml.MarkedYAMLError as error:
         line = error.problem_mark.line + 1 if error.problem_mark else None
@@ -68,7 +71,7 @@ def questions_from_records(path: Path, records: Iterable[tuple[int, Any]]) -> tu
     lines = FirstSeen()
     for number, record in records:
         question = _parse_question(record, where(path, number))
-        lines.add(question.id, path, number, "question id")
+        lines.add(question.id, path, number, "question id", str(record.get("id")))
         questions.append(question)
     if not questions:
         raise InputError(f"{path}: empty file (no questions)")
@@ -129,8 +132,7 @@ def _relevance(value: Any, at: str, qid: str) -> tuple[dict[str, int], dict[str,
         raise InputError(f"{at}: question {qid!r} has 'relevant' of type {type(value).__name__}; expected a mapping")
     relevant: dict[str, int] = {}
     graded_by: dict[str, Provenance] = {}
-    for doc, grade in value.items():
-        doc = identifier(doc, at, "relevant document id")
+    for doc, grade in keyed_by_id(value, at, "relevant document id", f"question {qid!r}: 'relevant'"):
         if isinstance(grade, dict):  # a judgment with its provenance
             judgment = f"{at}: question {qid!r}: judgment of {doc!r}"
             check_keys(grade, JUDGMENT_KEYS, at, f"question {qid!r}: judgment of {doc!r}")

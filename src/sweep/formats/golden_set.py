@@ -141,6 +141,15 @@ class GoldenSet:
             "judgments": int(sum(len(q.relevant) for q in self)),
         }
 
+    def first_time(self, key: str) -> bool:
+        """True the first time `key` is given for this set, then False: a warning about a run
+        scored on it said once, however often the run is scored (calibration scores it again)."""
+        said = self.__dict__.setdefault("_said", set())  # not a field: the set is frozen and compared by its questions
+        if key in said:
+            return False
+        said.add(key)
+        return True
+
     @cached_property
     def with_evidence(self) -> int:
         return sum(bool(q.evidence) for q in self.questions)

@@ -10,7 +10,11 @@ does not know is an error with the nearest known one, and so is a key an object 
 Ids, the one rule for every reader and writer: an id (of a question or a document) is a non-empty
 string, or an integer, without whitespace or control characters (`trec_safe`), because TREC
 files, which every run is logged as (`run.trec`), separate their fields by whitespace and cannot
-hold them: such an id is refused where it is read, naming the file and the fix.
+hold them: such an id is refused where it is read, naming the file and the fix. An id is read in
+Unicode NFC (`nfc`), the one form ids are compared in: `café` written as `e` and a combining
+accent (NFD, as macOS writes file names) is the same id as `café` written as one character, and
+a message naming both forms (`unicode_form`) says so where only the form differs. Otherwise an id
+is kept exactly as written (a YAML `002` is `002`, not 2: `sweep.formats.unique_keys`).
 
 Also here, without pandas (`python -m sweep.evaluate` reads TREC files without it): what a golden
 set may hold and the warnings on its size and balance.
@@ -160,11 +164,65 @@ def check_keys(record: Mapping[str, Any], known: Collection[str], at: str, what:
 
 
 def identifier(value: Any, at: str, what: str, fix: str = "change it") -> str:
-    """An id given as a non-empty string or an integer, as a string; one that is not `trec_safe`
-    is an error ending with `fix`."""
+    """An id given as a non-empty string or an integer, as a string in Unicode NFC (`nfc`); one
+    that is not `trec_safe` is an error ending with `fix`. The first id of a file that is not in
+    NFC is named in a warning, in both forms."""
     if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
         raise InputError(f"{at}: missing or invalid {what}: {value!r}")
-    return trec_safe(str(value), at, what, fix)
+    written = trec_safe(str(value), at, what, fix)
+    normal = nfc(written)
+    if normal != written:
+        _warn_not_nfc(at, what, written, normal)
+    return normal
+
+
+def keyed_by_id(mapping: Mapping[Any, Any], at: str, what: str, holder: str) -> Iterator[tuple[str, Any]]:
+    """(id, value) for each entry of a mapping whose keys are ids (`identifier`, `what`); two keys
+    that are one id in NFC are an error naming both forms and the mapping (`holder`)."""
+    written: dict[str, str] = {}
+    for given, value in mapping.items():
+        key = identifier(given, at, what)
+        if written.setdefault(key, str(given)) != str(given):
+            raise InputError(f"{at}: {holder} holds {same_in_nfc(written[key], str(given))}; say it once")
+        yield key, value
+
+
+def nfc(value: str) -> str:
+    """`value` in Unicode NFC, the one form ids are compared in (an ASCII string is its own)."""
+    return value if value.isascii() else unicodedata.normalize("NFC", value)
+
+
+def unicode_form(value: str) -> str:
+    """`value` as a message shows an id whose Unicode form matters: characters past ASCII escaped,
+    so that two forms that print alike can be told apart, then its form: `'cafe\\u0301.md' (NFD)`."""
+    shown = value.encode("ascii", "backslashreplace").decode("ascii")
+    if unicodedata.is_normalized("NFC", value):
+        form = "NFC"
+    elif unicodedata.is_normalized("NFD", value):
+        form = "NFD"
+    else:
+        form = "neither NFC nor NFD"
+    return f"'{shown}' ({form})"
+
+
+def same_in_nfc(first: str, second: str) -> str:
+    """The words for two ids that differ only in their Unicode form."""
+    return f"{unicode_form(first)} and {unicode_form(second)} are one id in Unicode NFC, the form ids are compared in"
+
+
+_NOT_NFC_NAMED: set[str] = set()  # files whose first id not in NFC was named (one warning a file)
+
+
+def _warn_not_nfc(at: str, what: str, written: str, normal: str) -> None:
+    source, _, line = at.rpartition(":")
+    source = source if source and line.isdigit() else at
+    if source in _NOT_NFC_NAMED:
+        return
+    _NOT_NFC_NAMED.add(source)
+    log.warning(
+        "%s: %s %s is read as %s: ids are compared in Unicode NFC (the file's other ids in another form too, unnamed)",
+        at, what, unicode_form(written), unicode_form(normal),
+    )  # fmt: skip
 
 
 def trec_safe(value: str, at: str, what: str, fix: str = "change it") -> str:
@@ -205,9 +263,22 @@ def warn_if_unbalanced(source: str | Path, n_questions: int, n_unanswerable: int
 
 
 class FirstSeen(dict):
-    """id -> line of its first appearance; a second appearance is an error naming both lines."""
+    """id -> line of its first appearance; a second appearance is an error naming both lines, and
+    both forms where the two were written in different Unicode forms (`written`: the id as the
+    line wrote it, before `nfc`)."""
 
-    def add(self, key: str, path: Path, number: int, what: str) -> None:
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: dict[str, str] = {}  # id -> its first line's form, where given
+
+    def add(self, key: str, path: Path, number: int, what: str, written: str | None = None) -> None:
         if key in self:
+            first = self.written.get(key)
+            if first is not None and written is not None and first != written:
+                raise InputError(
+                    f"{where(path, number)}: duplicate {what}: {same_in_nfc(first, written)} (first on line {self[key]})"
+                )
             raise InputError(f"{where(path, number)}: duplicate {what} {key!r} (first on line {self[key]})")
         self[key] = number
+        if written is not None:
+            self.written[key] = written

@@ -1,11 +1,14 @@
 """Runs: what a retrieval system returned for each query, in rank order.
 
-A run read from a file (a TREC run, read by `sweep.formats.trec`, or JSON Lines, read here) is
-ordered as trec_eval orders it (score descending, then document id descending; the rank column
-is ignored). A run built by the pipeline keeps the
-retriever's order. Either way a document appears at most once per query. Ids follow the one rule
-of `sweep.formats.lines` (no whitespace, no control character) where they are read and where a
-run is written as a TREC file (`to_trec`), so that reading it back gives the same ids.
+Every run is in trec_eval's order, the one tie rule: score descending, then document id
+descending (`strcmp`'s byte order; the rank column of a file is ignored), whether read from a
+file (a TREC run, read by `sweep.formats.trec`, or JSON Lines, read here) or built from a
+retriever's results (`from_ranked`), so that the ranking scored in memory is the ranking
+trec_eval, pytrec_eval and `python -m sweep.evaluate` read back from the file `to_trec` writes,
+whose scores are written at full precision (`repr`: the same float read back, so no tie is made or
+broken on the way). A document appears at most once per query. Ids follow the one rule of
+`sweep.formats.lines` (no whitespace, no control character; Unicode NFC) where they are read and
+where a run is written as a TREC file (`to_trec`), so that reading it back gives the same ids.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import pandas as pd
 
 from sweep.errors import InputError, where
 from sweep.formats.columns import Strings, repeated_rows, string_array, trec_order
-from sweep.formats.lines import FirstSeen, check_keys, identifier, json_lines, regular_file, sniff
+from sweep.formats.lines import FirstSeen, check_keys, identifier, json_lines, nfc, regular_file, sniff
 from sweep.formats.trec import TrecRun, read_run, warn_repeated
 
 
@@ -38,12 +41,13 @@ class Run:
 
     @classmethod
     def from_ranked(cls, rankings: Mapping[str, Sequence[tuple[str, float]]], name: str = "run") -> Run:
-        """Results in the retriever's order; a repeated document keeps its first position."""
+        """Results given best first (a retriever's); a repeated document keeps its first
+        position; then in trec_eval's order (`from_scored`): a tie is ranked by document id,
+        never by the order the results came in."""
         qids = [qid for qid, hits in rankings.items() for _ in hits]
         docs = [doc for hits in rankings.values() for doc, _ in hits]
         scores = [float(score) for hits in rankings.values() for _, score in hits]
-        frame = _frame(qids, docs, scores)
-        return cls(_drop_repeats(frame, name), name)
+        return cls.from_scored(_drop_repeats(_frame(qids, docs, scores), name), name)
 
     @classmethod
     def from_scored(cls, frame: pd.DataFrame, name: str = "run") -> Run:
@@ -71,8 +75,8 @@ class Run:
         qid_codes = np.repeat(np.argsort(qid_order), sizes)
         frame = pd.DataFrame(
             {
-                "qid": pd.Categorical.from_codes(qid_codes, pd.Index(qids, dtype="str")[qid_order]),
-                "docid": pd.Categorical.from_codes(doc_codes, pd.Index(doc_ids, dtype="str")),
+                "qid": _in_nfc(pd.Categorical.from_codes(qid_codes, pd.Index(qids, dtype="str")[qid_order])),
+                "docid": _in_nfc(pd.Categorical.from_codes(doc_codes, pd.Index(doc_ids, dtype="str"))),
                 "score": scores,
             }
         )
@@ -145,17 +149,29 @@ def _frame(qids: Iterable[str], docs: Iterable[str], scores: Iterable[float]) ->
 
 
 def _categorical(frame: pd.DataFrame) -> pd.DataFrame:
-    """qid and docid as categoricals with sorted categories (codes then order ids as strings)."""
+    """qid and docid as categoricals with sorted categories (codes then order ids as strings);
+    ids given as plain columns (not categoricals, which a reader made) are put in Unicode NFC."""
     out = pd.DataFrame(index=frame.index)
     for column in ("qid", "docid"):
         values = frame[column]
         if not isinstance(values.dtype, pd.CategoricalDtype):
-            values = values.astype(str).astype("category")  # inferred categories come out sorted
+            values = pd.Series(_in_nfc(pd.Categorical(values.astype(str))), index=frame.index)  # sorted categories
         elif not values.cat.categories.is_monotonic_increasing:
             values = values.cat.reorder_categories(values.cat.categories.sort_values())
         out[column] = values
     out["score"] = frame["score"].astype(float)
     return out
+
+
+def _in_nfc(values: pd.Categorical) -> pd.Categorical:
+    """`values` with its categories (each id once) in Unicode NFC, sorted; ids that differ only in
+    their form made one."""
+    categories = values.categories
+    normal = np.array([nfc(value) for value in categories], dtype=object)
+    if np.array_equal(normal, np.asarray(categories, dtype=object)):
+        return values
+    merged, codes = np.unique(normal, return_inverse=True)  # sorted, as the categories were
+    return pd.Categorical.from_codes(codes[values.codes], pd.Index(merged, dtype="str"))
 
 
 def _drop_repeats(frame: pd.DataFrame, name: str) -> pd.DataFrame:
@@ -190,7 +206,7 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
         if not isinstance(record, dict) or "id" not in record or not isinstance(record.get("results"), list):
             raise InputError(f'{at}: expected {{"id": qid, "results": [[docid, score], ...]}}')
         qid = identifier(record["id"], at, "query id")
-        seen.add(qid, path, number, "query id")
+        seen.add(qid, path, number, "query id", str(record["id"]))
         for hit in record["results"]:
             if not (isinstance(hit, (list, tuple)) and len(hit) == 2 and isinstance(hit[0], (str, int))):
                 raise InputError(f"{at}: query {qid!r}: result {hit!r} is not a [docid, score] pair")

@@ -14,7 +14,10 @@ holding a character no id may hold (other whitespace, a control character:
 but a character. A grade is an integer from -MAX_GRADE to MAX_GRADE (negative: not relevant), and
 a document is judged at most once per query. A score is a finite number; a run line's fields
 past the sixth are ignored, as trec_eval ignores them; a document a run lists twice for a query
-keeps its best-ranked entry, with a warning. BEIR's `qrels/<split>.tsv` (one tab between fields,
+keeps its best-ranked entry, with a warning. Ids are read in Unicode NFC, the form every id is
+compared in (`sweep.formats.lines.nfc`): a file with ids in another form (NFD, as macOS writes
+file names) gets one warning naming the first in both forms, and two ids that differ only in
+their form are one id (a qrels file that judges it twice is an error naming both). BEIR's `qrels/<split>.tsv` (one tab between fields,
 a header line, no iteration field) is read by the same reader; a file without the header line is
 read whole, with a warning.
 """
@@ -30,8 +33,26 @@ from pathlib import Path
 import numpy as np
 
 from sweep.errors import InputError, where
-from sweep.formats.columns import Strings, read_columns, repeated_rows, repeats_within, single_spaced, trec_order
-from sweep.formats.lines import MAX_GRADE, first_line, sniff, text_lines, trec_fields, trec_safe
+from sweep.formats.columns import (
+    Strings,
+    in_nfc,
+    read_columns,
+    repeated_rows,
+    repeats_within,
+    single_spaced,
+    trec_order,
+)
+from sweep.formats.lines import (
+    MAX_GRADE,
+    first_line,
+    nfc,
+    same_in_nfc,
+    sniff,
+    text_lines,
+    trec_fields,
+    trec_safe,
+    unicode_form,
+)
 
 TREC_RUN_COLUMNS = ("qid", "q0", "docid", "rank", "score", "tag")
 TREC_QRELS_COLUMNS = ("qid", "iteration", "docid", "grade")
@@ -189,13 +210,29 @@ def _read(path: Path, layout: _Layout, skip_lines: int) -> dict[str, Strings | n
         columns = read_columns(single_spaced(path.read_bytes(), max_fields), layout.names, layout.kinds, " ")
     if columns is None:
         _raise_first_bad_line(path, layout, skip_lines)
+    return _ids_in_nfc(path, columns)
+
+
+def _ids_in_nfc(path: Path, columns: dict[str, Strings | np.ndarray]) -> dict[str, Strings | np.ndarray]:
+    """The query and document ids in Unicode NFC, with one warning when some were not."""
+    moved, first = 0, None
+    for name in ("qid", "docid"):
+        strings, n, example = in_nfc(columns[name])
+        columns[name], moved, first = strings, moved + n, first or example
+    if first is not None:
+        log.warning(
+            "%s: %d %s not in Unicode NFC: %s is read as %s, the form ids are compared in",
+            path, moved, "id is" if moved == 1 else "ids are", unicode_form(first), unicode_form(nfc(first)),
+        )  # fmt: skip
     return columns
 
 
 def _raise_first_bad_line(path: Path, layout: _Layout, skip_lines: int) -> None:
     """Raise the InputError that names the first line breaking a rule of the module's docstring."""
     n_fields = len(layout.names)
-    judged: dict[tuple[str, str], int] = {}  # (qid, docid) -> the line that judged it
+    judged: dict[
+        tuple[str, str], tuple[int, str, str]
+    ] = {}  # (qid, docid) in NFC -> the line that judged it, as written
     for number, line in text_lines(path):
         if number <= skip_lines or not line.strip():
             continue
@@ -214,9 +251,13 @@ def _raise_first_bad_line(path: Path, layout: _Layout, skip_lines: int) -> None:
         problem = _grade_problem(fields[-1])
         if problem is not None:
             raise InputError(f"{at}: {problem}")
-        first = judged.setdefault((qid, docid), number)
+        first, first_qid, first_docid = judged.setdefault((nfc(qid), nfc(docid)), (number, qid, docid))
         if first != number:
-            raise InputError(f"{at}: document {docid!r} is judged twice for query {qid!r} (first on line {first})")
+            forms = [same_in_nfc(a, b) for a, b in ((first_qid, qid), (first_docid, docid)) if a != b]
+            also = f" ({'; '.join(forms)})" if forms else ""
+            raise InputError(
+                f"{at}: document {nfc(docid)!r} is judged twice for query {nfc(qid)!r} (first on line {first}){also}"
+            )
     if not judged and layout.what == "qrels":
         raise InputError(f"{path}: empty file (no judgments)")
     raise InputError(f"{path}: unreadable {layout.what} file")

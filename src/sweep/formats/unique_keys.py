@@ -2,6 +2,12 @@
 
 `{"relevant": {"d1": 2, "d1": 0}}` would otherwise silently keep the last grade, as Python's
 `json` and PyYAML do; TREC qrels that judge a document twice are an error too.
+
+Ids in YAML are kept as written (`ids_as_written`): YAML 1.1, which PyYAML reads, takes a plain
+`002` for the integer 2, `010` for 8 (octal), `0x1A` for 26, `1_000` for 1000, `yes` for true and
+`2024-05-01` for a date, so `relevant: {010: 2}` would label a document `8`. Where an id belongs
+(a question's `id`, the document ids `relevant` and `evidence` name), a plain scalar is read as
+the text it is; everywhere else (grades, filters' values) YAML's types stand.
 """
 
 from __future__ import annotations
@@ -26,6 +32,35 @@ def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise RepeatedKey(key)
         seen[key] = value
     return seen
+
+
+_STRING = "tag:yaml.org,2002:str"
+_TYPED = {
+    f"tag:yaml.org,2002:{name}" for name in ("int", "float", "bool", "timestamp")
+}  # what YAML 1.1 resolves a plain scalar to
+
+
+def ids_as_written(question: yaml.Node) -> None:
+    """Before a question's node is constructed: its id and the document ids its `relevant` and
+    `evidence` name, where YAML would read them as a number, a boolean or a date, made text, as
+    written (`null` stays null: a missing id is named as one)."""
+    if not isinstance(question, yaml.MappingNode):
+        return
+    for key, value in question.value:
+        name = key.value if isinstance(key, yaml.ScalarNode) else None
+        if name == "id":
+            _as_text(value)
+        elif name in ("relevant", "evidence") and isinstance(value, yaml.MappingNode):
+            for doc, _ in value.value:
+                _as_text(doc)
+        elif name == "relevant" and isinstance(value, yaml.SequenceNode):
+            for doc in value.value:
+                _as_text(doc)
+
+
+def _as_text(node: yaml.Node) -> None:
+    if isinstance(node, yaml.ScalarNode) and node.style is None and node.tag in _TYPED:
+        node.tag = _STRING  # its value is the text as written
 
 
 class UniqueKeyLoader(yaml.SafeLoader):

@@ -4,7 +4,15 @@ question, filter + search → rerank → documents (+ abstain).
 Chunk hits collapse to documents (a document ranks at its best chunk); the top
 `context_depth` chunks, what a reader would be handed, are kept for the context metrics. If
 the top score is below `min_score` the system answers nothing, which is right for
-unanswerable questions. With `ignore_identical_ids`, a question's hits in a chunk of the
+unanswerable questions.
+Ties have one rule, trec_eval's (`TieOrder`): every question's chunk hits are ordered by score,
+descending, then by document id, descending (then by place in the document), before they are cut
+or collapse, so the documents of a run, and the chunks the context metrics read, are in the order
+trec_eval reads back from the logged `run.trec`, and no order of the corpus file decides a tie.
+A corpus holding exact copies of a document (the same content: versions, mirrors, templates),
+whose scores tie on every question, gets one warning a run with how many and examples
+(`warn_exact_copies`). Document ids are in Unicode NFC (`corpus_in_nfc`), the form the golden
+set's are read in. With `ignore_identical_ids`, a question's hits in a chunk of the
 document whose id is the question's own are dropped before anything is ranked or scored (BEIR's
 rule for sets whose questions are documents of the corpus: ArguAna, Quora).
 A retriever's parts (`Retriever.part_hits`) are answered beside it: each part's hits of every
@@ -23,6 +31,8 @@ truncation), and `Retrieval.stats` collects them all.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -33,13 +43,15 @@ from functools import partial
 import numpy as np
 
 from sweep.formats.corpus import Corpus
-from sweep.formats.golden import GoldenSet, Question
+from sweep.formats.golden import GoldenSet, Question, corpus_in_nfc
 from sweep.formats.runs import Run
 from sweep.progress import progress_bar
 from sweep.retrieval.chunking import Chunk, Chunker
 from sweep.retrieval.filters import Filter, NoFilter, filter_stats
 from sweep.retrieval.rerank import NoReranker, Reranker
 from sweep.retrieval.retriever import Hits, Restriction, Retriever
+
+log = logging.getLogger(__name__)
 
 LATENCY_SAMPLE = 200  # questions whose whole path is timed alone (about 2 s with MiniLM on 2 cores)
 LATENCY_SEED = 0  # the sample is drawn with this seed: the same golden set, the same questions
@@ -73,8 +85,61 @@ def one_torch_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
+@dataclass(frozen=True)
+class TieOrder:
+    """trec_eval's order for one question's chunk hits: score descending, then document id
+    descending (byte order, as trec_eval's `strcmp` compares ids: `comp_sim_docno` in its
+    `form_res_rels.c`), then the chunk's place in its document. `Run.from_ranked` orders documents
+    so too; ordering the chunks first makes the cut at `depth` documents and at `context_depth`
+    chunks the same whatever order the corpus file, and so the retriever, gave tied hits."""
+
+    doc_rank: np.ndarray  # each chunk's document id's rank among the corpus's ids, sorted
+    place: np.ndarray  # each chunk's index in its document
+
+    @classmethod
+    def of(cls, chunks: Sequence[Chunk]) -> TieOrder:
+        doc_ids = sorted({chunk.doc_id for chunk in chunks})  # by code point: UTF-8's byte order
+        rank = {doc_id: i for i, doc_id in enumerate(doc_ids)}
+        return cls(
+            np.array([rank[chunk.doc_id] for chunk in chunks], dtype=np.int64),
+            np.array([chunk.index for chunk in chunks], dtype=np.int64),
+        )
+
+    def __call__(self, hits: Hits) -> Hits:
+        scores = hits.scores
+        if len(scores) < 2 or bool(np.all(scores[1:] < scores[:-1])):  # no tie and in order: the usual case
+            return hits
+        order = np.lexsort((self.place[hits.ids], -self.doc_rank[hits.ids], -scores))
+        return Hits(scores[order], hits.ids[order])
+
+
+def warn_exact_copies(corpus: Corpus) -> None:
+    """One warning when documents of `corpus` have the same content (what is indexed and
+    embedded) as another: how many, in how many groups, and three groups (by id, so the same
+    whatever the file's order). Their scores tie on every question, and the tie rule decides
+    which copy ranks first; a golden set that labels one copy counts the other as not relevant."""
+    groups: dict[bytes, list[str]] = {}
+    for document in corpus:
+        digest = hashlib.blake2b(document.content.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        groups.setdefault(digest, []).append(document.id)
+    copies = sorted(sorted(ids) for ids in groups.values() if len(ids) > 1)
+    if not copies:
+        return
+    examples = "; ".join(
+        " = ".join(repr(doc_id) for doc_id in ids[:3]) + (" = ..." if len(ids) > 3 else "") for ids in copies[:3]
+    )
+    n_documents = sum(len(ids) for ids in copies)
+    log.warning(
+        "%s: %d documents are exact copies (the same content) in %d %s, e.g. %s: copies tie on every score, and "
+        "a tie ranks by document id, the highest first, as trec_eval ranks it (whatever the corpus file's order); "
+        "a golden set that labels one copy counts the others as not relevant",
+        corpus.source, n_documents, len(copies), "group" if len(copies) == 1 else "groups", examples,
+    )  # fmt: skip
+
+
 def collapse_to_documents(hits: Hits, chunks: Sequence[Chunk], depth: int) -> list[tuple[str, float]]:
-    """Best chunk per document, in hit order (hits arrive best first), at most `depth` documents."""
+    """Best chunk per document, in hit order (hits arrive best first, ties in `TieOrder`), at
+    most `depth` documents."""
     ranking: dict[str, float] = {}
     for score, chunk_id in zip(hits.scores.tolist(), hits.ids.tolist()):
         ranking.setdefault(chunks[chunk_id].doc_id, score)
@@ -149,14 +214,15 @@ class Retrieval:
 class PartAnswers:
     """The retriever's parts' hits, question by question, gathered into a `PartRetrieval` each."""
 
-    def __init__(self, chunks: Sequence[Chunk], depth: int, doc_ids: np.ndarray | None) -> None:
-        self.chunks, self.depth, self.doc_ids = chunks, depth, doc_ids
+    def __init__(self, chunks: Sequence[Chunk], depth: int, doc_ids: np.ndarray | None, order: TieOrder) -> None:
+        self.chunks, self.depth, self.doc_ids, self.order = chunks, depth, doc_ids, order
         self.rankings: dict[str, dict[str, list[tuple[str, float]]]] = {}  # part -> qid -> its documents
         self.hits: dict[str, dict[str, list[list[object]]]] = {}  # part -> qid -> its chunk hits as rows
 
     def add(self, qid: str, part_hits: dict[str, Hits]) -> None:
         """Each part's hits for the question `qid` (`Retriever.part_hits`)."""
         for part, hits in part_hits.items():
+            hits = self.order(hits)
             self.hits.setdefault(part, {})[qid] = [
                 [self.chunks[i].doc_id, self.chunks[i].start, self.chunks[i].end, score]
                 for i, score in zip(hits.ids.tolist(), hits.scores.tolist())
@@ -187,7 +253,10 @@ class Pipeline:
     latency_sample: int = LATENCY_SAMPLE  # questions whose whole path is timed alone
 
     def retrieve(self, corpus: Corpus, golden: GoldenSet, name: str = "golden-sweep") -> Retrieval:
+        corpus = corpus_in_nfc(corpus)  # a folder's file names as macOS writes them (NFD): runs name them in NFC
+        warn_exact_copies(corpus)
         chunks = self.chunker.split(corpus)
+        order = TieOrder.of(chunks)
         self.filter.prepare(corpus, chunks, golden, self.chunk_depth)  # bad filters fail before anything is embedded
         texts = [c.embedded_text for c in chunks]  # a chunk's context (e.g. its heading path) goes with it
         self.retriever.attach_metadata([corpus.by_id[c.doc_id].metadata for c in chunks])  # for a vector database
@@ -206,9 +275,9 @@ class Pipeline:
         contexts: dict[str, list[tuple[int, float]]] = {}
         restricted: list[tuple[Restriction, int]] = []
         doc_ids = np.array([c.doc_id for c in chunks], dtype=object) if self.ignore_identical_ids else None
-        parts = PartAnswers(chunks, self.depth, doc_ids)
+        parts = PartAnswers(chunks, self.depth, doc_ids, order)
         for question in progress_bar(golden, desc="searching", unit="question"):
-            answer = self._answer(question, chunks, doc_ids)
+            answer = self._answer(question, chunks, doc_ids, order)
             rerank_s += answer.rerank_s
             parts.add(question.id, self.retriever.part_hits(question.question))
             if answer.restriction is not None:
@@ -220,7 +289,7 @@ class Pipeline:
             top = zip(hits.ids[: self.context_depth].tolist(), hits.scores[: self.context_depth].tolist())
             contexts[question.id] = list(top) if answered else []
         done = time.perf_counter()
-        latencies = self._latencies(golden, chunks, doc_ids)
+        latencies = self._latencies(golden, chunks, doc_ids, order)
         stats = self.retriever.stats() | self.reranker.stats() | filter_stats(restricted, len(golden), self.chunk_depth)
         stats |= {
             "time/build_s": build_s,  # the retriever's whole build; it reports its own parts
@@ -234,8 +303,10 @@ class Pipeline:
         }
         return Retrieval(Run.from_ranked(rankings, name), chunks, stats, contexts, parts.retrievals())
 
-    def _answer(self, question: Question, chunks: Sequence[Chunk], doc_ids: np.ndarray | None) -> Answer:
-        """One question's whole path: filter + search, rerank, documents."""
+    def _answer(
+        self, question: Question, chunks: Sequence[Chunk], doc_ids: np.ndarray | None, order: TieOrder
+    ) -> Answer:
+        """One question's whole path: filter + search, rerank, ties in trec_eval's order, documents."""
         restriction = self.filter.restriction(question)
         # any retriever's hits for this question, under its filter and depth
         search = partial(self.filter.search, query=question.question, k=self.chunk_depth, restriction=restriction)
@@ -246,9 +317,12 @@ class Pipeline:
         rerank_s = time.perf_counter() - reranking
         if doc_ids is not None:  # after the reranker: a fused list brings the document back
             hits = without_document(hits, doc_ids, question.id)
+        hits = order(hits)
         return Answer(restriction, found, hits, collapse_to_documents(hits, chunks, self.depth), rerank_s)
 
-    def _latencies(self, golden: GoldenSet, chunks: Sequence[Chunk], doc_ids: np.ndarray | None) -> list[float]:
+    def _latencies(
+        self, golden: GoldenSet, chunks: Sequence[Chunk], doc_ids: np.ndarray | None, order: TieOrder
+    ) -> list[float]:
         """Milliseconds of each sampled question's whole path, the clock around that alone: its own
         encode (no batch), filter, search, rerank, documents, one question at a time as a live
         system answers them, on one PyTorch thread (`one_torch_thread`). Their answers are
@@ -258,7 +332,7 @@ class Pipeline:
         with one_torch_thread(), self.retriever.alone([question.question for question in sample]):
             for question in sample:
                 start = time.perf_counter()
-                self._answer(question, chunks, doc_ids)
+                self._answer(question, chunks, doc_ids, order)
                 elapsed = time.perf_counter() - start
                 latencies.append(1000 * elapsed + self.retriever.replayed_ms(question.question))
         return latencies
