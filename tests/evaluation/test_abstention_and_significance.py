@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import product
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,7 +12,7 @@ from scipy import stats
 from helpers.data import golden_of
 from sweep.evaluation import score
 from sweep.evaluation.abstention import abstention_curve, calibrate, suggest_min_score
-from sweep.evaluation.significance import SEED, bootstrap_ci, compare, holm, randomization_p
+from sweep.evaluation.significance import EXACT_UP_TO, SEED, bootstrap_ci, compare, holm, randomization_p
 from sweep.formats.runs import Run
 
 
@@ -134,13 +136,14 @@ def test_one_paired_question_is_a_point_interval_and_p_one():
 
 
 def scipy_randomization_p(delta: np.ndarray, n_resamples: int) -> float:
-    """What `randomization_p` reproduces: scipy's paired sign-flip test, batched as ours is."""
+    """What `randomization_p` reproduces: scipy's paired sign-flip test, batched as ours is;
+    exact (every flip) up to `EXACT_UP_TO` questions."""
     return float(
         stats.permutation_test(
             (delta,),
             np.mean,
             permutation_type="samples",
-            n_resamples=n_resamples,
+            n_resamples=np.inf if delta.size <= EXACT_UP_TO else n_resamples,
             alternative="two-sided",
             rng=np.random.default_rng(SEED),
             vectorized=True,
@@ -156,10 +159,10 @@ def tenths(n: int, seed: int) -> np.ndarray:
     return (rng.integers(0, 11, n) - rng.integers(0, 11, n)) / 10
 
 
-@pytest.mark.parametrize("n", [2, 5, 10, 11, 40, 128, 200, pytest.param(2500, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("n", [2, 5, 10, 11, 16, 17, 40, 128, 200, pytest.param(2500, marks=pytest.mark.slow)])
 def test_randomization_p_is_scipys_permutation_test_to_the_bit(n):
     """Same draws, same sums, same tolerance: identical p-values, on metric-like and continuous
-    differences; exact below 2^n resamples; in two batches at 2,500 questions."""
+    differences; exact up to 16 questions; in two batches at 2,500 questions."""
     rng = np.random.default_rng(n)
     differences = [
         tenths(n, seed=n),
@@ -172,9 +175,86 @@ def test_randomization_p_is_scipys_permutation_test_to_the_bit(n):
             assert randomization_p(delta, n_resamples) == scipy_randomization_p(delta, n_resamples), (n, n_resamples)
 
 
+def same_draws_in_exact_arithmetic(units: np.ndarray, n_resamples: int = 2000, seed: int = SEED) -> float:
+    """The Monte Carlo p-value of the differences `units` (integers: tenths, thirds) over the sign
+    flips scipy draws (`randomization_p`'s), their sums exact: what the p-value is without rounding."""
+    n, rng = units.size, np.random.default_rng(seed)
+    batch = min(max(1, (1 << 22) // n), n_resamples)
+    keep = np.concatenate(
+        [
+            (rng.integers(0, 2**32, (min(batch, n_resamples - start), n), np.uint32) & 1) == 1
+            for start in range(0, n_resamples, batch)
+        ]
+    )
+    sums, observed = np.where(keep, units, -units).sum(axis=1), units.sum()
+    at_most = (np.count_nonzero(sums <= observed) + 1) / (n_resamples + 1)
+    at_least = (np.count_nonzero(sums >= observed) + 1) / (n_resamples + 1)
+    return min(2 * min(at_most, at_least), 1.0)
+
+
 @pytest.mark.parametrize(("n", "seed"), [(40, 1), (40, 3), (128, 13), (128, 18), (200, 31)])
-def test_randomization_p_sums_as_scipy_where_rounding_decides(n, seed):
-    """Differences whose p-value changes if the resampled means are summed pairwise (numpy's
-    `mean`) rather than left to right (scipy's): found by trying seeds of `tenths`."""
+def test_randomization_p_counts_the_ties_rounding_hides_from_scipy(n, seed):
+    """Differences in tenths whose resampled means equal the observed one in theory and differ by
+    rounding, by more than scipy's tolerance (eps x 100 x the observed mean, nothing where that
+    mean is near 0): the p-value is the one the same draws give in exact arithmetic; scipy's
+    misses ties there (these seeds changed its p-value with the order of summation)."""
     delta = tenths(n, seed)
-    assert randomization_p(delta) == scipy_randomization_p(delta, 2000)
+    assert randomization_p(delta) == pytest.approx(same_draws_in_exact_arithmetic(np.rint(delta * 10)), abs=1e-12)
+    assert randomization_p(delta) != scipy_randomization_p(delta, 2000)
+
+
+# ---------------------------------------------------------------- against the exact enumeration (issue 49, item 4)
+
+
+def thirds(n: int, seed: int) -> np.ndarray:
+    """Differences of two recall values of questions with three relevant documents each (0, 1/3,
+    2/3, 1), computed as the scorer computes them: many differences equal in theory (1/3 - 0 and
+    2/3 - 1/3), and sign flips whose mean ties the observed one exactly."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 4, n) / 3 - rng.integers(0, 4, n) / 3
+
+
+def enumerated_p(delta: np.ndarray) -> float:
+    """The two-sided sign-flip p-value over all 2^n flips, in exact integer arithmetic (`delta`
+    in thirds): the share of flipped sums at most, and at least, the observed one; the smaller,
+    doubled, at most 1."""
+    units = np.rint(delta * 3).astype(np.int64)
+    assert np.allclose(units / 3, delta)
+    signs = np.array(list(product((1, -1), repeat=units.size)), dtype=np.int64)
+    sums, observed = signs @ units, units.sum()
+    return min(1.0, 2 * min(np.mean(sums <= observed), np.mean(sums >= observed)))
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 7, 9, 12, 16])
+def test_randomization_p_is_the_exact_enumeration_on_ties_up_to_16_questions(n):
+    """Up to 16 questions every flip is counted: the p-value is the exact one, not within
+    Monte Carlo error of it."""
+    for seed in range(20):
+        delta = thirds(n, seed)
+        assert randomization_p(delta) == pytest.approx(enumerated_p(delta), abs=1e-12), (n, seed)
+
+
+def test_where_the_mean_difference_is_0_in_theory_every_flip_ties_or_beats_it():
+    """-1/3 + 2/3 + 2/3 - 1 - 1/3 + 2/3 + 1/3 - 2/3 is 0, in floats 1.1e-16: p is 1. scipy's exact
+    test, whose tolerance scales with that mean alone, counts 0.9297."""
+    delta = thirds(9, 1)
+    assert delta.sum() != 0 and enumerated_p(delta) == 1.0
+    assert randomization_p(delta) == 1.0 and scipy_randomization_p(delta, 2000) == 0.9296875
+
+
+def test_the_issues_case_gives_the_exact_p_not_the_rounded_one():
+    """recall@5, B - A on 7 questions: -1/3, four 2/3, two 1/3. The flips of {-1/3, 1/3} tie the
+    observed mean; values kept to 10 digits (0.3333333333, 0.6666666667) lost one of those ties."""
+    a = np.array([3, 0, 0, 0, 0, 0, 1]) / 3
+    b = np.array([2, 2, 2, 2, 2, 1, 2]) / 3
+    assert randomization_p(b - a) == enumerated_p(b - a) == 0.0625
+    assert randomization_p(np.round(b, 10) - np.round(a, 10)) == 0.046875  # before: across alpha 0.05
+
+
+@pytest.mark.parametrize(("n", "seed"), [(17, 0), (18, 1), (18, 2)])
+def test_randomization_p_is_within_monte_carlo_error_of_the_exact_enumeration_above_16(n, seed):
+    """From 17 questions 2,000 random flips (scipy's): within 4 standard errors of the exact p."""
+    delta = thirds(n, seed)
+    exact, sampled = enumerated_p(delta), randomization_p(delta)
+    error = 2 * np.sqrt(max(exact, 1e-3) * (1 - min(exact, 0.999)) / 2000)  # p doubles a share of 2,000 draws
+    assert abs(sampled - exact) <= 4 * error, (exact, sampled)

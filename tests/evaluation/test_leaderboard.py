@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from helpers.logged import BROKEN, EXPERIMENT, golden, log_run, rankings
+from helpers.store_folders import tracking_in
 from helpers.stores import copy_blank_store
 from sweep import best
 from sweep.best import best_config, find_best
@@ -19,7 +20,6 @@ from sweep.evaluation.leaderboard import build, differing_keys, minimum_detectab
 from sweep.evaluation.record import TrialRecord
 from sweep.evaluation.significance import randomization_p
 from sweep.experiment.cli import close_sweep
-from sweep.tracking.lifecycle import PARENT_RUN
 from sweep.tracking.sweeps import SweepSummary, start_sweep
 
 
@@ -147,13 +147,6 @@ def test_differing_keys_counts_a_missing_key_as_different():
 # ---------------------------------------------------------------- a sweep's parent run, best_config(among="tied")
 
 
-def tracking_in(folder: Path, patch: pytest.MonkeyPatch) -> None:
-    """`folder` the working folder and its mlflow.db the tracking store, outside any sweep."""
-    patch.chdir(folder)
-    patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
-    patch.delenv(PARENT_RUN, raising=False)
-
-
 @pytest.fixture(scope="module")
 def tied_store(tmp_path_factory) -> tuple[Path, tuple[str, dict[str, str], SweepSummary]]:
     """A sweep logged in process on a real SQLite store, once for the tests that read it: `good`,
@@ -217,7 +210,9 @@ def test_best_config_among_tied_takes_the_cheapest_of_the_tied_not_the_cheapest_
     # without --sweep: the runs of the experiment scored on the same golden set
     assert find_best("ndcg_at_10", among="tied").run_id == runs["twin"]
     assert best.main(["--metric", "ndcg_at_10", "--among", "tied", "--sweep", parent]) == 0
-    assert f"run {runs['twin']}: ndcg_at_10 = 1.0000, the lowest latency/search_ms_p50 (2)" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert f"run {runs['twin']}: ndcg_at_10 = 1.0000, the lowest latency/search_ms_p50 (2)" in out
+    assert err == "" and tied.note == ""  # one golden set: nothing left out, nothing said
 
 
 @pytest.mark.parametrize(

@@ -23,10 +23,11 @@ import mlflow
 import pytest
 
 from helpers import processes
-from helpers.commands import one_error_line, sweep, sweep_command, wait_for
+from helpers.commands import one_error_line, sweep, sweep_command
 from helpers.data import golden_of
 from helpers.logged import BROKEN, golden, log_run, rankings
-from helpers.stores import command, copy_blank_store, leave_a_hot_journal, on_a_full_disk, relocate, states
+from helpers.store_folders import copied_store, killed_after_the_first_combination
+from helpers.stores import command, copy_blank_store, leave_a_hot_journal, on_a_full_disk, states
 from sweep.evaluation.record import TrialRecord
 from sweep.formats.corpus import Corpus, Document
 from sweep.formats.golden import GoldenSet
@@ -71,12 +72,7 @@ def logged(tmp_path_factory) -> tuple[Path, dict[str, str]]:
 def store(logged, tmp_path, monkeypatch) -> SimpleNamespace:
     """A store in tmp_path/store logged in process: `good`, `worse` (8 questions broken) and `failed`."""
     template, ids = logged
-    folder = tmp_path / "store"
-    shutil.copytree(template, folder)
-    relocate(folder, template)
-    monkeypatch.chdir(folder)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
-    monkeypatch.delenv(PARENT_RUN, raising=False)
+    folder = copied_store(template, tmp_path / "store", monkeypatch)
     runs = SimpleNamespace(folder=folder, db=folder / "mlflow.db", journal=folder / "mlflow.db-journal", **ids)
     yield runs
     mlflow.set_tracking_uri(None)
@@ -173,12 +169,7 @@ def test_resume_after_the_golden_filters_changed_runs_the_combination_again(tmp_
     killed.mkdir()
     whole.mkdir()
     overrides = ("-m", "model=bm25,tfidf", "filter=pre", "chunk=0")  # whole documents: no tokenizer to load
-    args, env = sweep_command(killed, data, *overrides)
-    process = processes.start(args, cwd=killed, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(killed / "mlflow.db", lambda runs: any(r["child"] and r["status"] == "FINISHED" for r in runs))
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    [finished_before] = [r for r, (status, _) in states(killed / "mlflow.db").items() if status == "FINISHED"]
+    finished_before = killed_after_the_first_combination(killed, data, *overrides)
     questions = [json.loads(line) for line in (data / "golden.jsonl").read_text().splitlines()]
     edited = "".join(json.dumps(q | {"filters": {"status": "archived"}}) + "\n" for q in questions)
     (data / "golden.jsonl").write_text(edited)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 QUESTION_COLUMNS = ("qid", "type", "question", "answerable", "n_retrieved", "top_score", "abstained")
 RANK_FROM = "mrr"  # 1 / rank of the first relevant document: the rank, back
 FLIP_AT = 0.5
-TIE = 1e-9  # per-question values are logged to 10 digits: closer than this is the same value
+TIE = 1e-9  # closer than this is the same value (runs logged before values were exact kept 10 digits)
 COLUMNS = ("a", "b", "delta", "ci_low", "ci_high", "p_value", "p_holm", "wins", "ties", "losses", "n")
 
 

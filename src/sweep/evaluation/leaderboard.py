@@ -18,10 +18,16 @@ number; sd(d) is the median over the sweep's configurations (each against the le
 outlier configuration does not set it. With 0.05 and 0.8 the factor is 2.80. It needs at least two
 configurations with a value of the objective on two questions both have (a difference to measure;
 finished runs of a golden set nothing is labelled in yet have none); otherwise NaN.
+
+One corpus: a configuration scored on another corpus than the others (its `data.corpus_digest`:
+the corpus file was edited while the sweep ran) is not ranked against them. The runs of the corpus
+most of them searched (on a tie, the earliest run's) are ranked; the others follow with the status
+`NOT_RANKED`, and one line (`SweepResults.note`, under the leaderboard) names them.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -29,12 +35,13 @@ import numpy as np
 import pandas as pd
 
 from sweep.errors import InputError
-from sweep.evaluation.record import TrialRecord
+from sweep.evaluation.record import CORPUS_DIGEST, TrialRecord
 from sweep.evaluation.registry import COSTS
 from sweep.evaluation.significance import RESAMPLES, SEED, bootstrap_ci, holm, paired, randomization_p, sample_mean
 
 ALPHA = 0.05
 POWER = 0.8
+NOT_RANKED = "not ranked: other corpus"  # the status of a run scored on another corpus than those ranked
 COLUMNS = ("config", "status", "mean", "ci_low", "ci_high", "delta", "p_value", "p_holm", "tied_with_best", "n")
 
 
@@ -53,6 +60,7 @@ class SweepResults:
     mde: float  # NaN when it cannot be estimated (fewer than two scored configurations)
     alpha: float = ALPHA
     power: float = POWER
+    note: str = ""  # which runs were not ranked and why (`other_corpora`), in one line; "" when all were
 
     @property
     def n_questions(self) -> int:
@@ -60,6 +68,11 @@ class SweepResults:
         return int(self.per_query.notna().any(axis=1).sum())
 
     def mde_line(self) -> str:
+        """The line under the leaderboard: the minimum detectable effect, then the `note` on the
+        runs that were not ranked, if any."""
+        return f"{self._mde_sentence()}. {self.note}" if self.note else self._mde_sentence()
+
+    def _mde_sentence(self) -> str:
         if not np.isfinite(self.mde):
             finished = int((self.leaderboard["status"] == "FINISHED").sum())
             scored = int(self.leaderboard["mean"].notna().sum())
@@ -90,12 +103,13 @@ def build(objective: str, runs: Sequence[TrialRecord], alpha: float = ALPHA, see
     """The sweep's results from its runs' records (in start order): finished runs ranked by `rank`,
     the others after them in start order with their status and what metrics they logged."""
     per_query = objective_values(objective, runs)
+    elsewhere, note = other_corpora([run for run in runs if run.run_id in per_query])
+    per_query = {run_id: values for run_id, values in per_query.items() if run_id not in elsewhere}
     ranked = rank(per_query, alpha, seed=seed)
     order = [*ranked.index, *(run.run_id for run in runs if run.run_id not in per_query)]
     by_id = {run.run_id: run for run in runs}
-    described = pd.DataFrame(
-        {"config": [by_id[r].label for r in order], "status": [by_id[r].status for r in order]}, index=order
-    )
+    status = [NOT_RANKED if r in elsewhere else by_id[r].status for r in order]
+    described = pd.DataFrame({"config": [by_id[r].label for r in order], "status": status}, index=order)
     metrics = pd.DataFrame.from_dict({r: dict(by_id[r].metrics) for r in order}, orient="index").reindex(order)
     costs = [c for c in COSTS if c in metrics.columns]
     others = [c for c in metrics.columns if c not in costs and not c.startswith("type/")]
@@ -119,7 +133,29 @@ def build(objective: str, runs: Sequence[TrialRecord], alpha: float = ALPHA, see
         differing=differing_keys({r: by_id[r].params for r in order}),
         mde=minimum_detectable_effect(per_query, leader, alpha) if leader else float("nan"),
         alpha=alpha,
+        note=note,
     )
+
+
+def other_corpora(scored: Sequence[TrialRecord]) -> tuple[set[str], str]:
+    """The ids of the `scored` runs (in start order) that searched another corpus than most of
+    them (by `data.corpus_digest`; on a tie, the corpus of the earliest run), and one line naming
+    them; (empty, "") when all searched one corpus."""
+    counts = Counter(run.corpus_digest for run in scored)  # in the order first seen: ties go to the earliest
+    if len(counts) < 2:
+        return set(), ""
+    kept = counts.most_common(1)[0][0]
+    others = [run for run in scored if run.corpus_digest != kept]
+    named = "; ".join(f"{run.label} ({_short(run.corpus_digest)})" for run in others)
+    runs = "1 run was" if len(others) == 1 else f"{len(others)} runs were"
+    return {run.run_id for run in others}, (
+        f"Not ranked: {runs} scored on another corpus than the {counts[kept]} ranked ({CORPUS_DIGEST} "
+        f"{_short(kept)}; the corpus changed during the sweep): {named}; sweep again to rank them together"
+    )
+
+
+def _short(digest: str | None) -> str:
+    return digest[:12] if digest else "none"
 
 
 def objective_values(objective: str, runs: Sequence[TrialRecord]) -> dict[str, pd.Series]:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 GOLDEN_DIGEST = "data.golden_digest"  # the tags that say what a record was scored on (`sweep.tracking.digests`)
 CORPUS_DIGEST = "data.corpus_digest"
+GOLDEN_DIGEST_IN_FILE_ORDER = "data.golden_digest_in_file_order"  # a run's golden digest as runs before took it
 WORST = 10  # questions in the worst-questions tables
 # table name -> what it holds, in the order a run's artifacts list them
 TABLES = {
@@ -71,7 +72,7 @@ class TrialRecord:
     calibrated_on: str | None = None  # the metric the abstention curve follows, when there is a curve
     golden: GoldenSet | None = None  # what it was scored on; None when read back (`digests` say which)
     corpus: Corpus | None = None
-    digests: dict[str, str] = field(default_factory=dict)  # GOLDEN_DIGEST, CORPUS_DIGEST when read back
+    digests: dict[str, str] = field(default_factory=dict)  # the tags above, when read back
     # the store's word on a record read back
     run_id: str = ""
     status: str = ""
@@ -95,6 +96,10 @@ class TrialRecord:
     @property
     def golden_digest(self) -> str | None:
         return self.digests.get(GOLDEN_DIGEST)
+
+    @property
+    def corpus_digest(self) -> str | None:
+        return self.digests.get(CORPUS_DIGEST)
 
     @property
     def is_finished(self) -> bool:

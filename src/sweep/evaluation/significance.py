@@ -19,6 +19,7 @@ from sweep.errors import InputError
 SEED = 20261130
 RESAMPLES = 2000
 MAX_RESAMPLES = 100_000  # p-values to 1e-5; more only take longer (and the compare command refuses them)
+EXACT_UP_TO = 16  # questions: up to here every one of the 2^n sign flips is counted (65,536 at most, about 10 ms)
 BATCH_VALUES = 1 << 22  # resampled values held at once (32 MiB): memory stays bounded for any golden set
 
 
@@ -143,19 +144,30 @@ def _paired_bootstrap(delta: np.ndarray, confidence: float, n_resamples: int, se
 
 def randomization_p(delta: np.ndarray, n_resamples: int = RESAMPLES, seed: int = SEED) -> float:
     """Two-sided paired randomization p-value of the per-question differences `delta`: how often
-    the mean of delta with random signs is at least as far from 0 as the observed mean (exact
-    over all 2^n sign flips when that is fewer than `n_resamples`), with `stats.permutation_test`'s
-    sign draws, sums and tolerance, to the bit.
+    the mean of delta with random signs is at least as far from 0 as the observed mean, with
+    `stats.permutation_test`'s sign draws and sums, to the bit, and a tolerance for rounding that
+    also holds where the observed mean is near 0.
 
-    That function (one sample, `permutation_type="samples"`) shuffles each question's pair
-    (d, -d) with one 32-bit draw of the generator, keeping d when its low bit is 1, and sums the
-    flipped values in question order; the test agrees with it on random inputs. Drawing the bits
-    directly takes a quarter to a third of the time, and a leaderboard of 50 runs makes 49 of these tests."""
+    Exact over all 2^n sign flips when n is at most `EXACT_UP_TO` or 2^n at most `n_resamples`
+    (scipy's exact test, `n_resamples=np.inf`): where a few questions decide (a question type in
+    `sweep.check --per-type`), whether p is below alpha must not depend on which flips were drawn.
+    Otherwise `n_resamples` random flips, as scipy draws them: that function (one sample,
+    `permutation_type="samples"`) shuffles each question's pair (d, -d) with one 32-bit draw of the
+    generator, keeping d when its low bit is 1, and sums the flipped values in question order; the
+    test agrees with it on random inputs. Drawing the bits directly takes a quarter to a third of
+    the time, and a leaderboard of 50 runs makes 49 of these tests.
+
+    Flipped means equal to the observed one in theory (recall's thirds: 2/3 - 1/3 and 1/3 - 0)
+    differ from it in the last bits; they count as equal within 100 epsilons of the differences'
+    mean size (scipy's tolerance, 100 epsilons of the observed mean, misses them where that mean is
+    near 0, and it is never larger than this one). The differences must be exact to begin with
+    (`sweep.tracking.records.table_json` stores per-question values so): values rounded to 10 digits
+    are apart by far more than any tolerance, and miscounted ties moved p across alpha."""
     if delta.size < 2 or not delta.any():  # one question: its two sign flips are +d and -d, p = 1
         return 1.0
     n = delta.size
     observed = delta.mean()
-    if 2**n <= n_resamples:  # every sign pattern once, as scipy's exact test
+    if n <= EXACT_UP_TO or 2**n <= n_resamples:  # every sign pattern once, as scipy's exact test
         null = _flipped_means(delta, ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) == 1)
         total, unseen = 2**n, 0
     else:
@@ -170,7 +182,10 @@ def randomization_p(delta: np.ndarray, n_resamples: int = RESAMPLES, seed: int =
             ]
         )
         total, unseen = n_resamples, 1  # the observed flip counts once more (a Monte Carlo p-value is never 0)
-    tolerance = abs(np.finfo(float).eps * 100 * observed)  # equal in theory, apart by rounding: equal
+    # equal in theory, apart by rounding: equal. scipy scales this with the observed mean alone, which
+    # leaves no room where that mean is 0 in theory (1/3 - 1/3 is 0, 2/3 - 1/3 - 1/3 is 6e-17): the
+    # differences' own size bounds their rounding, and the tolerance is never below scipy's
+    tolerance = np.finfo(float).eps * 100 * max(abs(observed), np.abs(delta).mean())
     at_most = (np.count_nonzero(null <= observed + tolerance) + unseen) / (total + unseen)
     at_least = (np.count_nonzero(null >= observed - tolerance) + unseen) / (total + unseen)
     return float(min(2 * min(at_most, at_least), 1.0))

@@ -3,11 +3,19 @@
 A trial is tagged `data.golden_digest` and `data.corpus_digest`, golden-sweep's own sha256 over
 every byte the scoring reads: the corpus's (`Corpus.digest`: each document's id, title, content and
 metadata) and the golden set's (`golden_digest`: each question's id, text, type, grades, filters,
-tags and resolved evidence spans, in file order), the golden one cut to 32 hex digits (MLflow's
+tags and resolved evidence spans, the questions in the order of their ids, so that a golden file
+whose lines were only reordered has the same digest), the golden one cut to 32 hex digits (MLflow's
 dataset table, which holds it too, takes 36). `resume=true` (`scored_on`), `sweep.compare`,
-`sweep.check` (`check_same_golden_set`, `check_legacy_size`) and `sweep.best --among tied` match on them.
+`sweep.check` (`check_same_golden_set`, `check_legacy_size`) and `sweep.best` (`same_golden_set`)
+match on them.
 
-Runs logged before carry MLflow's dataset digest instead (8 hex digits, `is_legacy`): it hashes
+Runs logged before the digest ignored line order carry the digest of the questions in file order
+(`file_order_digest`); a run logged since carries that one too (`GOLDEN_DIGEST_IN_FILE_ORDER`), so
+that an old run and a new one of the same golden file are still paired. Two runs share a golden set
+when any digest of one is a digest of the other: each hashes the whole sequence of scored questions,
+so equal digests mean the same questions, whichever order either was taken in (`golden_digests`).
+
+Runs logged before those carry MLflow's dataset digest instead (8 hex digits, `is_legacy`): it hashes
 only the first 10,000 questions (`LEGACY_ROWS`), and not their filters or tags. Such a digest is
 trusted only where it covers all the scoring read: two legacy runs are paired when both have at
 most 10,000 questions (their filters are then the one thing unverified, as before); a legacy run
@@ -21,8 +29,9 @@ import hashlib
 import json
 import re
 import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -31,6 +40,7 @@ from sweep.formats.corpus import Corpus
 from sweep.formats.golden import GoldenSet, Span, doc_grades, evidence_spans
 
 GOLDEN_DIGEST = "data.golden_digest"
+GOLDEN_DIGEST_IN_FILE_ORDER = "data.golden_digest_in_file_order"  # what runs logged before carry as GOLDEN_DIGEST
 CORPUS_DIGEST = "data.corpus_digest"
 DIGEST_LENGTH = 32  # hex digits of a golden digest (MLflow's `datasets.digest` column holds 36)
 LEGACY_ROWS = 10_000  # MLflow's dataset digest hashed only the first rows of a dataset
@@ -39,10 +49,21 @@ _LEGACY = re.compile(r"[0-9a-f]{8}")  # MLflow's dataset digest
 
 def golden_digest(golden: GoldenSet) -> str:
     """sha256 over every scored question's id, text, type, grades, filters, tags and evidence spans,
-    in order: the questions pending review are not scored, so a question reviewed since makes
-    another digest (its runs are not paired with the earlier ones)."""
+    the questions in the order of their ids (the file's order of lines changes nothing): the
+    questions pending review are not scored, so a question reviewed since makes another digest
+    (its runs are not paired with the earlier ones)."""
+    return _digest(sorted(golden.reviewed, key=lambda q: q.id))
+
+
+def file_order_digest(golden: GoldenSet) -> str:
+    """`golden_digest` over the questions in file order: what runs logged before the digest ignored
+    line order carry as `data.golden_digest` (and runs logged since as `GOLDEN_DIGEST_IN_FILE_ORDER`)."""
+    return _digest(golden.reviewed)
+
+
+def _digest(questions: Iterable[Any]) -> str:
     sha = hashlib.sha256()
-    for q in golden.reviewed:
+    for q in questions:
         evidence = {
             doc: [[s.start, s.end] if isinstance(s, Span) else s for s in spans] for doc, spans in q.evidence.items()
         }
@@ -53,8 +74,13 @@ def golden_digest(golden: GoldenSet) -> str:
 
 
 def data_digests(golden: GoldenSet, corpus: Corpus) -> dict[str, str]:
-    """The tags that say what a run was scored on: the golden set's and the corpus's digests."""
-    return {GOLDEN_DIGEST: golden_digest(golden), CORPUS_DIGEST: corpus.digest}
+    """The tags that say what a run was scored on: the golden set's digests (`golden_digest`, and
+    `file_order_digest`, which pairs the run with runs logged before) and the corpus's."""
+    return {
+        GOLDEN_DIGEST: golden_digest(golden),
+        GOLDEN_DIGEST_IN_FILE_ORDER: file_order_digest(golden),
+        CORPUS_DIGEST: corpus.digest,
+    }
 
 
 def golden_frame(golden: GoldenSet) -> pd.DataFrame:
@@ -89,22 +115,52 @@ def is_legacy(digest: str) -> bool:
     return bool(_LEGACY.fullmatch(digest))
 
 
+def golden_digests(tags: Mapping[str, str]) -> frozenset[str]:
+    """The golden-set digests a run's `tags` carry: `data.golden_digest` and, for a run logged
+    since the digest ignored line order, the file-order one too. Two runs whose digests share one
+    were scored on the same questions (each digest hashes the whole sequence it was taken over)."""
+    return frozenset(tags[key] for key in (GOLDEN_DIGEST, GOLDEN_DIGEST_IN_FILE_ORDER) if tags.get(key))
+
+
+Tagged = TypeVar("Tagged")
+
+
+def same_golden_set(runs: Sequence[Tagged], digests: Iterable[str]) -> list[Tagged]:
+    """Those of `runs` (anything with `tags`) scored on the golden set with `digests`: a run whose
+    digests share one with them, or with a run found so (an old run's file-order digest pairs it
+    with a new run, whose order-free one pairs it with a new run of the lines in another order);
+    runs without a digest when `digests` is empty. In the order of `runs`."""
+    known = set(digests)
+    if not known:
+        return [run for run in runs if not golden_digests(run.tags)]
+    found: dict[int, Tagged] = {}
+    while True:
+        more = [i for i, run in enumerate(runs) if i not in found and golden_digests(run.tags) & known]
+        if not more:
+            return [found[i] for i in sorted(found)]
+        for i in more:
+            found[i] = runs[i]
+            known |= golden_digests(runs[i].tags)
+
+
 def scored_on(tags: dict[str, str], golden: GoldenSet, corpus: Corpus, reads_filters: bool) -> bool:
     """Whether a run with `tags` was scored on `golden` and `corpus`; `reads_filters`: whether the
-    combination reads the questions' filters (a legacy digest does not cover them)."""
+    combination reads the questions' filters (a legacy digest does not cover them). A run logged
+    before the digest ignored line order matches by the file-order digest."""
     if tags.get(CORPUS_DIGEST) != corpus.digest:
         return False
     logged = tags.get(GOLDEN_DIGEST, "")
     if not is_legacy(logged):
-        return logged == golden_digest(golden)
+        return bool(golden_digests(tags) & {golden_digest(golden), file_order_digest(golden)})
     if reads_filters or len(golden) > LEGACY_ROWS:
         return False
     return logged == golden_dataset(golden).digest
 
 
 def check_same_golden_set(a: Any, b: Any) -> None:
-    """Refuse to pair runs `a` and `b` (records with `run_id` and `golden_digest`) unless their
-    digests say that they were scored on the same golden set (see `check_legacy_size` too)."""
+    """Refuse to pair runs `a` and `b` (records with `run_id`, `golden_digest` and `tags`) unless
+    their digests say that they were scored on the same golden set (`golden_digests`; see
+    `check_legacy_size` too)."""
     for run in (a, b):
         if not run.golden_digest:
             raise InputError(f"run {run.run_id} has no {GOLDEN_DIGEST} tag: not a golden-sweep evaluation")
@@ -117,11 +173,23 @@ def check_same_golden_set(a: Any, b: Any) -> None:
             f"run {new.run_id} after: nothing says that they were scored on the same golden set; run the older "
             "one's configuration again to compare them"
         )
-    if a.golden_digest != b.golden_digest:
+    if not _digests_of(a) & _digests_of(b):
+        ordered = [run for run in (a, b) if GOLDEN_DIGEST_IN_FILE_ORDER not in (getattr(run, "tags", None) or {})]
+        hint = ""
+        if len(ordered) == 1 and not old:
+            hint = (
+                f"; run {ordered[0].run_id} was logged before the digest ignored the order of the golden file's "
+                "lines: if only their order changed, run its configuration again to compare them"
+            )
         raise InputError(
             f"runs {a.run_id} and {b.run_id} were scored on different golden sets ({GOLDEN_DIGEST} "
-            f"{a.golden_digest} and {b.golden_digest}): paired statistics need the same questions"
+            f"{a.golden_digest} and {b.golden_digest}): paired statistics need the same questions{hint}"
         )
+
+
+def _digests_of(run: Any) -> frozenset[str]:
+    """`golden_digests` of a record or logged run (its `golden_digest` where it has no tags)."""
+    return golden_digests(getattr(run, "tags", None) or {GOLDEN_DIGEST: run.golden_digest})
 
 
 def check_legacy_size(digest: str, questions: int) -> None:

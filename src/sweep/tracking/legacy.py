@@ -7,8 +7,9 @@ subpackages (`sweep.retrieval.index.HNSWIndex`). `current_targets` rewrites a lo
 it can be instantiated again (`sweep.best`); `legacy_targets` writes a config the old way, whose
 digest is what an old run of the same combination was tagged with (a resumed sweep, `earlier_runs`).
 
-Settings added to an option since (`ADDED_SETTINGS`: BM25's stemmer, every chunker's context,
-the local embedder's prompts, truncation and normalisation, `golden.ignore_identical_ids`) are absent from those configs. `current_targets` gives an old config
+Settings added to an option since (`ADDED_SETTINGS`: BM25's stemmer, the lexical models' analyzer,
+every chunker's context, the local embedder's prompts, truncation and normalisation,
+`golden.ignore_identical_ids`) are absent from those configs. `current_targets` gives an old config
 each one's value that does what the run did without it (BM25 without stemming, no context), so
 `sweep.best` rebuilds what was measured; `legacy_targets` leaves a setting out where it has that
 value, so the digest still matches the old run's, and keeps it where it has another (a new combination).
@@ -52,8 +53,10 @@ HYBRID_RERANKER_REMOVED = "reranker=hybrid was removed: use model=hybrid model.f
 HYBRID_RERANKER_TARGETS = ("sweep.rerank.HybridReranker", "sweep.retrieval.rerank.HybridReranker")
 # settings added since those runs: current target -> {setting: the value that does what the runs did without it}
 _CHUNKERS = ("TokenChunker", "RecursiveChunker", "SentenceChunker", "SemanticChunker")
+_WORDS = {"_convert_": "all", "analyzer": "word", "ngram_range": [1, 2]}  # the lexical models' analyzer (bc10280)
 ADDED_SETTINGS: dict[str, dict[str, Any]] = {
-    "sweep.retrieval.lexical.BM25Retriever": {"stopwords": "en", "stemmer": None, "delta": 0.5},
+    "sweep.retrieval.lexical.BM25Retriever": {"stopwords": "en", "stemmer": None, "delta": 0.5, **_WORDS},
+    "sweep.retrieval.lexical.TfidfRetriever": dict(_WORDS),
     "sweep.retrieval.embed.SentenceTransformerEmbedder": {
         "query_prompt": "",
         "document_prompt": "",

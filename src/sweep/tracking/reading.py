@@ -57,6 +57,7 @@ class LoggedRun:
     tags: dict[str, str]
     metrics: dict[str, float]
     params: dict[str, str]
+    start_time: int = 0  # milliseconds since the epoch, as MLflow keeps it
 
     @property
     def is_sweep(self) -> bool:
@@ -83,6 +84,7 @@ def as_logged(run: Any) -> LoggedRun:
         dict(run.data.tags),
         dict(run.data.metrics),
         dict(run.data.params),
+        run.info.start_time or 0,
     )
 
 

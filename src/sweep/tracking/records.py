@@ -25,13 +25,20 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+import numpy as np
 import pandas as pd
 import yaml
 from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 
 from sweep.errors import InputError
 from sweep.evaluation.record import TABLES, Part, TrialRecord
-from sweep.tracking.digests import CORPUS_DIGEST, GOLDEN_DIGEST, data_digests, golden_dataset
+from sweep.tracking.digests import (
+    CORPUS_DIGEST,
+    GOLDEN_DIGEST,
+    GOLDEN_DIGEST_IN_FILE_ORDER,
+    data_digests,
+    golden_dataset,
+)
 from sweep.tracking.reading import (
     MEMBER_HITS,
     RETRIEVED_CHUNKS,
@@ -95,12 +102,45 @@ def log_tables(tables: Mapping[str, pd.DataFrame], run_id: str | None = None) ->
         for path, table in tables.items():
             written = Path(folder, path)
             written.parent.mkdir(parents=True, exist_ok=True)
-            table.to_json(written, orient="split", index=False, date_format="iso")
+            written.write_text(table_json(table), encoding="utf-8")
         client.log_artifacts(run_id, folder)
     listed = json.loads(client.get_run(run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
     entries = [{"path": path, "type": "table"} for path in tables]
     listed += [entry for entry in entries if entry not in listed]
     client.set_tag(run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps(listed))
+
+
+def table_json(table: pd.DataFrame) -> str:
+    """`table` as JSON in pandas' "split" orient without its index, as `mlflow.log_table` writes it
+    (and `mlflow.load_table` reads it), with every number as it is: pandas writes a float to 10
+    significant digits by default and to 15 at most, so that 1/3 and 2/3 came back as 0.3333333333
+    and 0.6666666667, whose differences are no longer equal, and a paired test read from them
+    counted ties wrongly; Python's `json` writes the shortest text that reads back to the same
+    float. Values that are not numbers (NaN, an infinity) are null, as pandas writes them."""
+    written = json.loads(table.to_json(orient="split", index=False, date_format="iso"))
+    rows = written["data"]
+    for j in range(table.shape[1]):
+        column = table.iloc[:, j]
+        if pd.api.types.is_float_dtype(column.dtype):
+            exact = [value if math.isfinite(value) else None for value in column.tolist()]
+        elif column.dtype == object:
+            exact = [_exact(value, row[j]) for value, row in zip(column.tolist(), rows)]
+        else:
+            continue
+        for row, value in zip(rows, exact):
+            row[j] = value
+    return json.dumps(written, allow_nan=False)
+
+
+def _exact(value: Any, written: Any) -> Any:
+    """`written` (pandas' JSON of `value`) with each float in it as `value` holds it."""
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, (list, tuple, np.ndarray)) and isinstance(written, list) and len(value) == len(written):
+        return [_exact(item, text) for item, text in zip(value, written)]
+    if isinstance(value, Mapping) and isinstance(written, dict) and len(value) == len(written):
+        return {str(key): _exact(item, written.get(str(key))) for key, item in value.items()}
+    return written
 
 
 def log_comparison(run_id: str, name: str, markdown: str, data: Mapping[str, Any]) -> list[str]:
@@ -223,7 +263,11 @@ def load_record(
         results=load_run_file(stored) if results else None,
         delivered_chunks=load_retrieved_chunks(stored) if chunks else None,
         parts=parts,
-        digests={key: stored.tags[key] for key in (GOLDEN_DIGEST, CORPUS_DIGEST) if key in stored.tags},
+        digests={
+            key: stored.tags[key]
+            for key in (GOLDEN_DIGEST, GOLDEN_DIGEST_IN_FILE_ORDER, CORPUS_DIGEST)
+            if key in stored.tags
+        },
         run_id=stored.run_id,
         status=stored.status,
         tags=dict(stored.tags),

@@ -1,7 +1,8 @@
 """The MLflow store: which one (`tracking_uri`), opening it (`connect`), experiments, and searching it.
 
 A server that does not answer, or a SQLite file that cannot be created, opened or written, is one
-line within seconds, not minutes of MLflow's retries later. The tag names every module of
+line within seconds, not minutes of MLflow's retries later; so is another program's SQLite database
+at the store's path, before MLflow writes its tables into it. The tag names every module of
 `sweep.tracking` shares (`CONFIG_DIGEST`, `SUPERSEDED_BY`) are here too. MLflow is imported where it
 is used: its import alone takes about 2 s, and `sweep.best` reads a local store without it.
 """
@@ -14,6 +15,7 @@ import re
 import sqlite3
 import urllib.request
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +34,7 @@ NOT_SUPERSEDED = f"tags.`{SUPERSEDED_BY}` IS NULL"  # a search condition: what a
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # else 3.17's UI opens GenAI mode
 RUN_ID = re.compile(r"[0-9a-f]{32}")
 PARENT_TAG = "mlflow.parentRunId"  # a sweep's child run's tag naming its parent run
+MLFLOW_TABLES = ("alembic_version", "experiments")  # what every MLflow store's database has
 _OPENED: set[tuple[str, bool]] = set()  # (SQLite store, for writing) this process has checked and opened
 
 
@@ -142,6 +145,7 @@ def _check_database(uri: str, path: Path) -> None:
     SQLite does on the first read-write open, rather than refused."""
     try:
         _read_header(path, "ro")
+        _check_mlflow_tables(uri, path)
         return
     except sqlite3.Error as error:
         journal = path.with_name(f"{path.name}-journal")
@@ -157,6 +161,23 @@ def _check_database(uri: str, path: Path) -> None:
     except sqlite3.Error as error:
         raise InputError(f"{uri}: not a usable SQLite database ({error})") from None
     log.warning("%s: rolled back the write a killed process left unfinished (%s)", uri, journal.name)
+    _check_mlflow_tables(uri, path)
+
+
+def _check_mlflow_tables(uri: str, path: Path) -> None:
+    """That the database at `path` is an MLflow store (it has MLflow's `experiments` and
+    `alembic_version` tables) or holds no table at all (MLflow makes its tables there): another
+    program's database is one line before MLflow writes its tables into it. Read-only, with
+    sqlite3: MLflow's own files are not parsed."""
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as database:
+        tables = sorted(row[0] for row in database.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+    if tables and not set(MLFLOW_TABLES) <= set(tables):
+        shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+        raise InputError(
+            f"{uri}: {path} is another program's SQLite database, not an MLflow store (its tables: {shown}; "
+            f"no {' or '.join(t for t in MLFLOW_TABLES if t not in tables)}); nothing was written to it: point "
+            "MLFLOW_TRACKING_URI at another file (sqlite:///PATH) or move this one away"
+        )
 
 
 def _read_header(path: Path, mode: str) -> None:
