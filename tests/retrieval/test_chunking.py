@@ -25,6 +25,7 @@ from sweep.retrieval.chunking import (
     TokenChunker,
 )
 from sweep.retrieval.chunking.chunker import CONTEXTS
+from sweep.retrieval.chunking.semantic import paragraph_slices
 from sweep.retrieval.lexical import BM25Retriever
 from sweep.retrieval.pipeline import Pipeline
 
@@ -328,6 +329,26 @@ def test_semantic_breaks_between_topics_within_size():
 
 
 # ------------------------------------------------------------------ every strategy alike
+
+
+@pytest.mark.slow
+def test_semantic_chunks_a_long_document_a_slice_at_a_time():
+    """chonkie holds every sentence's tokens and embeddings at once, so `semantic` gives it a
+    document over `slice_chars` (100,000 characters in use) a slice at a time, cut at paragraph
+    breaks: the chunks are each slice's own, chunked alone."""
+    text = "".join(f"Topic {i}. Leave is {i} days. Claims take {i} weeks.\nA second line {i}.\n\n" for i in range(12))
+    chunker, whole = make("semantic", 24), make("semantic", 24)
+    chunker.slice_chars = 200
+    slices = paragraph_slices(text, 200)
+    assert len(slices) > 2 and all(text[:end].endswith("\n\n") for _, end in slices[:-1])
+    chunks = chunker.split(Corpus((Document("long", text),)))
+    expected = [
+        (start + chunk.start, start + chunk.end, chunk.n_tokens)
+        for start, end in slices
+        for chunk in whole.split(Corpus((Document("slice", text[start:end]),)))
+    ]
+    assert [(chunk.start, chunk.end, chunk.n_tokens) for chunk in chunks] == expected
+    check_chunks(Corpus((Document("long", text),)), chunks, 24)
 
 
 @pytest.mark.parametrize("kind", list(STRATEGIES))

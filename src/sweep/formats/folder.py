@@ -15,7 +15,7 @@ import os
 import re
 import stat
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -60,14 +60,21 @@ def load_folder(folder: str | Path, *, ids: str = "path", folder_keys: Sequence[
     Files are read as bytes: a UTF-8 byte order mark at the start is dropped (it is not text:
     offsets count from the character after it).
 
+    Front matter, one rule for Markdown and text files: after blank lines only (and the byte
+    order mark), a line `---`, then YAML, then a line `---` or `...` (trailing spaces and tabs on
+    either line; lines ending in LF, CRLF or CR). The YAML is read as a mapping into the metadata
+    (a key it repeats makes it malformed), and the text starts after the closing line: the block
+    and any blank lines before it are no text. A block that looks like front matter in the first
+    `LOOK_AHEAD_LINES` lines but is not read (its `---` indented, not at the top, TOML's `+++`, a
+    first line `---` with `key: value` after it but no closing line) stays text, with one warning
+    naming the file, the line and why.
+
     Text and title, by kind of file:
     - Markdown: the file's text decoded as UTF-8 and otherwise untouched (line endings, leading
-      and trailing whitespace included), less its YAML front matter. Front matter: a first line
-      `---` and a later line `---` (or `...`); what lies between is read as a YAML mapping into
-      the metadata (a key it repeats makes it malformed), and the text starts after the closing line. A first line `---` with no
-      closing line is text. Title: the first level-1 ATX heading (`# Title`), else the first
-      ATX heading of any level, outside fenced code blocks; else none.
-    - Text: the file's decoded text, untouched; no title.
+      and trailing whitespace included), less its front matter. Title: the first level-1 ATX
+      heading (`# Title`), else the first ATX heading of any level, outside fenced code blocks;
+      else none.
+    - Text: the file's decoded text, untouched but for its front matter; no title.
     - HTML (UTF-8): the visible text (`sweep.formats.html_text`, in time linear in the page's
       size) without script, style, noscript, template and title elements: whitespace runs
       collapsed to one space (except in `<pre>`), one line per block element (a blank line around
@@ -78,7 +85,7 @@ def load_folder(folder: str | Path, *, ids: str = "path", folder_keys: Sequence[
       rest joined with a blank line. Title: the PDF's `/Title` metadata, when present.
     The title is not prepended to the text (`Document.prepend_title` is False): `content` is the
     text, so character offsets into it are offsets into the file's decoded text (after the front
-    matter, for Markdown with front matter).
+    matter, for a file with front matter).
 
     Metadata, later sources winning: `path`, the path relative to `folder`; the folder names,
     the i-th folder level below `folder` going into `metadata[folder_keys[i]]` (the default
@@ -231,28 +238,62 @@ def _markdown(file: Path) -> tuple[str, str, dict[str, Any]]:
     return text, _markdown_title(text), front
 
 
+# front matter: after blank lines only, a line `---` (trailing spaces and tabs allowed), YAML,
+# then a line `---` or `...`; lines end in LF, CRLF or CR
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_BLANK_LINES = re.compile(r"(?:[ \t]*(?:\r\n|\r|\n))*")
+_OPENING, _CLOSING = ("---",), ("---", "...")
+_CLOSING_LINE = re.compile(r"(?<=[\r\n])(?:---|\.\.\.)[ \t]*(?:\r\n|\r|\n|\Z)")
+_YAML_KEY = re.compile(r"[ \t]*[\w\"'][^:\r\n]*:(?:[ \t]|$)")  # `key: value`, the first line of a mapping
+_FENCE_CHARS = 80  # a longer line is no fence line (and is not copied to be looked at)
+LOOK_AHEAD_LINES = 10  # how far down a block that looks like front matter is reported as not read
+LOOK_AHEAD_BLOCK = 200  # and how many lines such a block may have
+
+
+def _lines(text: str, start: int = 0) -> Iterator[tuple[int, int, int]]:
+    """(start, end without its line break, end with it) of each line of `text` from `start`, lazily."""
+    while start < len(text):
+        found = _LINE_BREAK.search(text, start)
+        end, after = (found.start(), found.end()) if found else (len(text), len(text))
+        yield start, end, after
+        start = after
+
+
 def _front_matter(raw: str, file: Path) -> tuple[dict[str, Any], str]:
-    """(metadata, the text after it) for a file with front matter; ({}, raw) for one without."""
-    if not raw.startswith("---"):
+    """(metadata, the text after it) for a file with front matter; ({}, raw) for one without,
+    with a warning where a block that looks like front matter is not read as such."""
+    top = _BLANK_LINES.match(raw).end()  # type: ignore[union-attr]  # always matches
+    blank = raw.count("\n", 0, top) + raw.count("\r", 0, top) - raw.count("\r\n", 0, top)  # lines before it
+    lines = _lines(raw, top)
+    first = next(lines, None)
+    if first is None or first[1] - first[0] > _FENCE_CHARS or raw[first[0] : first[1]].rstrip(" \t") not in _OPENING:
+        _not_front_matter(raw, file, blank)
         return {}, raw
-    lines = raw.splitlines(keepends=True)
-    if lines[0].rstrip() != "---":
-        return {}, raw
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
-    if end is None:
+    body = first[2]
+    closing = _CLOSING_LINE.search(raw, body)
+    if closing is None:
+        second = next(_lines(raw, body), None)
+        if second is not None and _YAML_KEY.match(raw, second[0], second[1]):
+            log.warning(
+                "%s: front matter not read: no line '---' closes the block the line '---' opens; read as text",
+                where(file, blank + 1),
+            )
         return {}, raw
     try:
-        data = yaml.load("".join(lines[1:end]), Loader=UniqueKeyLoader)  # PyYAML's safe loader, keys unique
+        data = yaml.load(raw[body : closing.start()], Loader=UniqueKeyLoader)  # PyYAML's safe loader, keys unique
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise _Unreadable(
-            f"malformed YAML front matter ({problem})", line=mark.line + 2 if mark is not None else None
+            f"malformed YAML front matter ({problem})", line=mark.line + blank + 2 if mark is not None else None
         ) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise _Unreadable(f"the front matter is a YAML {type(data).__name__}, not a mapping of keys to values")
+        raise _Unreadable(
+            f"the front matter is a YAML {type(data).__name__}, not a mapping of keys to values "
+            f"(a line '---' at the top opens front matter; start the file with something else if it is text)"
+        )
     metadata: dict[str, Any] = {}
     dropped = []
     for key, value in data.items():
@@ -267,7 +308,41 @@ def _front_matter(raw: str, file: Path) -> tuple[dict[str, Any], str]:
             "%s: front matter %s left out of the metadata (not a string, number, boolean or date)",
             file, ", ".join(dropped),
         )  # fmt: skip
-    return metadata, "".join(lines[end + 1 :])
+    return metadata, raw[closing.end() :]
+
+
+def _not_front_matter(raw: str, file: Path, blank: int) -> None:
+    """A warning for a block in the first `LOOK_AHEAD_LINES` lines that looks like front matter
+    (a fence line, then `key: value`, ..., then a fence line) but is not read as front matter:
+    indented, not at the top, or TOML's `+++`. Nothing is looked at past those lines but the
+    block's own, and nothing inside fenced code."""
+    lines = _lines(raw)
+    for number, (start, end, _) in enumerate(lines, 1):
+        if number > LOOK_AHEAD_LINES:
+            return
+        if _FENCE.match(raw, start, end):
+            return  # code, where YAML between rules is an example
+        fence = raw[start:end].strip(" \t") if end - start <= _FENCE_CHARS else ""  # no copy of a long line
+        if fence not in ("---", "+++"):
+            continue
+        following = next(lines, None)
+        if following is None or not (_YAML_KEY if fence == "---" else _TOML_KEY).match(raw, following[0], following[1]):
+            return
+        closes = (fence,) if fence == "+++" else _CLOSING
+        block = (raw[a:b].strip(" \t") for _, (a, b, _) in zip(range(LOOK_AHEAD_BLOCK), lines, strict=False))
+        if not any(line in closes for line in block):
+            return
+        if fence == "+++":
+            why = "TOML front matter ('+++') is not read, only YAML between lines '---'"
+        elif number == blank + 1:
+            why = "its line '---' is indented; front matter starts at the start of a line"
+        else:
+            why = "it is not at the top of the file (only blank lines may come before its line '---')"
+        log.warning("%s: front matter not read: %s; read as text", where(file, number), why)
+        return
+
+
+_TOML_KEY = re.compile(r"[ \t]*[\w\"'.-]+[ \t]*=")
 
 
 def _markdown_title(text: str) -> str:
@@ -293,7 +368,8 @@ def _markdown_title(text: str) -> str:
 
 
 def _text(file: Path) -> tuple[str, str, dict[str, Any]]:
-    return _utf8(file), "", {}
+    front, text = _front_matter(_utf8(file), file)
+    return text, "", front
 
 
 # --- HTML

@@ -18,6 +18,11 @@ it: every non-whitespace character lies in some chunk. Chunks may overlap; betwe
 may be whitespace only (every strategy but `tokens` trims whitespace at the ends of a chunk).
 `size=0` (`chunk=0`) keeps whole documents, in every strategy, as the same chunks `tokens` gives.
 
+Long documents take memory bounded by design, not by their length: the tokenizer takes a text
+over 100,000 characters in slices, joined where they agree, so every count and offset is the
+whole text's (`chunker.Tokenizer`); `tokens` keeps only the tokens of the windows still to cut,
+and `semantic` gives chonkie a long document a slice at a time (`semantic.paragraph_slices`).
+
 The strategies, and the libraries they use because each gives exact offsets:
 
 - `TokenChunker` (`tokens`): fixed windows of tokens, cut at the tokenizer's own offset mapping.

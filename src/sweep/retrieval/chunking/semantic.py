@@ -8,7 +8,7 @@ from functools import cached_property
 from typing import Annotated, Any
 
 from sweep.errors import InputError
-from sweep.retrieval.chunking.chunker import Context, Span
+from sweep.retrieval.chunking.chunker import SLICE_CHARS, Context, Span
 from sweep.retrieval.chunking.spans import SpanChunker, trimmed
 from sweep.retrieval.models import load_sentence_transformer, sentence_transformers_folder
 from sweep.settings import NonEmpty, Range, checked
@@ -25,7 +25,11 @@ class SemanticChunker(SpanChunker):
     `size` tokens (chonkie counts sentences in `model`'s tokenizer; a group still over `size` in
     `tokenizer`'s tokens, such as one long sentence, is split by semchunk). `model`: a local
     sentence-transformers folder (None: MiniLM), loaded on first use, never downloaded; two model
-    passes per sentence, so by far the slowest strategy. `tokenizer`: a local model folder
+    passes per sentence, so by far the slowest strategy. A document over `SLICE_CHARS`
+    characters is chunked a slice of at most that many at a time, cut at a paragraph break
+    (`paragraph_slices`), so that memory does not grow with it (chonkie holds every sentence's
+    tokens and embeddings at once): no group spans two slices, and the threshold's percentile
+    is each slice's. `tokenizer`: a local model folder
     (None: MiniLM's). `context`: what is embedded before each chunk's text (`none`, `title`,
     `heading`, `title+heading`)."""
 
@@ -41,6 +45,7 @@ class SemanticChunker(SpanChunker):
             raise InputError(f"chunking.threshold={threshold}: must be between 0 and 1, both excluded")
         self.size, self.threshold, self.model_path, self.tokenizer_path = size, threshold, model, tokenizer
         self.context = context
+        self.slice_chars = SLICE_CHARS
 
     @cached_property
     def model(self) -> Any:
@@ -58,14 +63,43 @@ class SemanticChunker(SpanChunker):
 
     def spans(self, content: str) -> list[Span]:
         groups = []
-        for group in self._chonkie.chunk(content):
-            if content[group.start_index : group.end_index] != group.text:  # chonkie's promise, checked
-                raise RuntimeError(f"chonkie's SemanticChunker gave offsets that miss its text at {group.start_index}")
-            span = trimmed(content, group.start_index, group.end_index)
-            if span is not None:
-                groups.append(span)
+        for first, last in paragraph_slices(content, self.slice_chars):
+            piece = content[first:last]
+            for group in self._chonkie.chunk(piece):
+                if piece[group.start_index : group.end_index] != group.text:  # chonkie's promise, checked
+                    raise RuntimeError(
+                        f"chonkie's SemanticChunker gave offsets that miss its text at {first + group.start_index}"
+                    )
+                span = trimmed(content, first + group.start_index, first + group.end_index)
+                if span is not None:
+                    groups.append(span)
         tokens = self.count_tokens([content[a:b] for a, b in groups])
         out: list[Span] = []
         for (start, end), n_tokens in zip(groups, tokens):
             out.extend([(start, end)] if n_tokens <= self.size else self.recursive(content, start, end))
         return out
+
+
+_BREAKS = ("\n\n", "\n", ". ", " ")  # where a slice of a long document ends, best first
+
+
+def paragraph_slices(content: str, limit: int) -> list[Span]:
+    """(start, end) of consecutive slices of `content` of at most `limit` characters, each cut
+    after the last blank line, else line break, sentence end or space in its second half (or
+    at `limit`); the whole content where it is no longer."""
+    out: list[Span] = []
+    start = 0
+    while len(content) - start > limit:
+        end = start + limit
+        cut = next(
+            (
+                at + len(mark)
+                for mark in _BREAKS
+                if (at := content.rfind(mark, start + limit // 2, end - len(mark) + 1)) >= 0
+            ),
+            end,
+        )
+        out.append((start, cut))
+        start = cut
+    out.append((start, len(content)))
+    return out
