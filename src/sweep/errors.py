@@ -4,21 +4,25 @@
 Every command line entry point (`python -m sweep`, `sweep.evaluate`, `sweep.best`) is wrapped
 in `exit_2_on_bad_input`: such an error prints `error: <message>` on stderr and exits with
 code 2, without a traceback; anything else is a bug and keeps its traceback. A reader that
-closes the output pipe early (`| head -1`) ends the command quietly, as it ends other Unix tools.
+closes the output pipe early (`| head -1`) ends the command quietly, as it ends other Unix tools;
+`python -m sweep`, whose output is a by-product of runs it logs, goes on to the end with its
+console going nowhere (`outlive_the_reader`), so nothing it computes is lost.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import select
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 EXIT_BAD_INPUT = 2
 EXIT_READER_GONE = 1  # as rich's console ends on a closed pipe, and Python's documentation advises
@@ -172,3 +176,79 @@ def _stdout_reader_gone() -> bool:
     except (AttributeError, OSError, ValueError):  # no file descriptor (captured output)
         return False
     return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def folder_problem(folder: str | Path, room: int = 0) -> str | None:
+    """Why `folder` cannot be made and written, as `path: reason` (a file where a folder belongs,
+    /proc, a read-only file system, a full disk), or None. A temporary folder is made in `folder`
+    or its nearest existing parent and removed; with `room`, a file of that many bytes is written
+    and synced in it first (what the folder's first files will take)."""
+    folder = Path(folder).absolute()
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    try:
+        with tempfile.TemporaryDirectory(dir=existing) as probe:
+            if room:
+                with open(Path(probe) / "room", "wb") as handle:
+                    handle.write(bytes(room))
+                    handle.flush()
+                    os.fsync(handle.fileno())
+    except OSError as error:
+        return f"{existing}: {error.strerror}"
+    return None
+
+
+class OutlivingItsReader:
+    """stdout for a command that goes on when the reader of its output leaves (`| head -1`): the
+    first write or flush that meets the closed pipe points file descriptor 1 at /dev/null, and
+    that write and every later one go there, quietly (no "Logging error", no traceback, no
+    exit). Everything else is the wrapped stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._to_nowhere()
+            return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_nowhere()
+
+    def _to_nowhere(self) -> None:
+        self.reader_gone = True
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nowhere, self._stream.fileno())
+        os.close(nowhere)
+        try:
+            self._stream.flush()  # what the closed pipe refused: to /dev/null now
+        except (BrokenPipeError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def outlive_the_reader() -> None:
+    """From here on, a reader of stdout that leaves (`python -m sweep ... | head -1`) ends nothing:
+    sys.stdout becomes `OutlivingItsReader` (rich's console and `print` write to sys.stdout as it
+    is at each write), and so does the stream of every logging handler that writes to stdout
+    (Hydra's console handlers, made for each job). Idempotent: called once per job."""
+    if not isinstance(sys.stdout, OutlivingItsReader):
+        sys.stdout = OutlivingItsReader(sys.stdout)
+    plain = (sys.stdout._stream, sys.__stdout__)
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    for logger in loggers:
+        for handler in getattr(logger, "handlers", ()):  # a placeholder of a logger not made yet has none
+            if isinstance(handler, logging.StreamHandler) and any(handler.stream is p for p in plain):
+                with handler.lock or threading.Lock():  # not setStream: it flushes the old stream, which may fail
+                    handler.stream = sys.stdout

@@ -8,8 +8,8 @@ document the golden set already judges (`sweep.labelling.pooling`), written atom
 (`sweep.labelling.queue`) that `python -m sweep.label GOLDEN --pool QUEUE` serves for grading.
 `--sweep` pools the finished children of a sweep (its parent run's id, or `latest`: the sweep
 started last in `--experiment`); others are named on stderr. The golden file and the corpus
-default to the ones the runs were scored on. Bad input is one `error:` line and exit code 2, and
-nothing is written.
+default to the ones the runs were scored on. Bad input, and an `--output` that cannot be written
+(a full disk, a read-only folder), is one `error:` line and exit code 2, and nothing is written.
 """
 
 from __future__ import annotations
@@ -65,7 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for source in (pool.golden.source, pool.corpus.source):
         if output.resolve() == Path(source).resolve():
             raise InputError(f"--output {output}: is the golden set or the corpus; write the queue elsewhere")
-    pool.write(output)
+    try:
+        pool.write(output)  # atomically: a failed write leaves no file, nor a temporary one
+    except OSError as error:  # a full disk, a read-only folder
+        raise InputError(f"--output {output}: cannot write it ({error.strerror}); nothing was written") from None
     print("\n".join(pool.summary()))
     print(f"wrote {output}; label it: python -m sweep.label {pool.golden.source} --pool {output}")
     return 0

@@ -8,6 +8,8 @@ processes, signals, tracking stores, sweep.best.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import json
 import logging
 import os
@@ -25,6 +27,7 @@ import pytest
 
 from helpers import processes
 from helpers.commands import compose_config, one_error_line, runs_in, sweep, sweep_command, wait_for
+from helpers.stores import CLONE_NEWNS, CLONE_NEWUSER, MS_PRIVATE, MS_REC, on_a_full_disk, states
 from sweep.errors import InputError
 from sweep.experiment.cli import preflight
 from sweep.experiment.trial import warn_about_costly_settings
@@ -95,6 +98,25 @@ from sweep.tracking.lifecycle import kill_orphans, process_tags
         (["golden.corpus_ids=name"], "golden.corpus_ids='name': must be one of path, stem"),
         (["index.M=[1"], "index.M=[1: cannot be read as an override (no viable alternative at input '[1')"),
         (["chunk=1,2"], "Ambiguous value for argument 'chunk=1,2'"),
+        (
+            ["-m", "model=bm25,tfidf", "hydra/launcher=joblib", "hydra.launcher.n_jobs=0"],
+            "hydra.launcher.n_jobs=0: joblib runs at least one combination at a time; give how many at once "
+            "(hydra.launcher.n_jobs=2), or -1 for one per CPU core",
+        ),
+        (
+            ["-m", "model=bm25,tfidf", "hydra/launcher=joblib", "hydra.launcher.prefer=fast"],
+            "hydra.launcher: joblib refuses these settings (ValueError: prefer=fast is not a valid backend hint",
+        ),
+        (
+            ["index=lancedb", "index.uri=/proc/nope"],
+            "index.uri=/proc/nope: LanceDB cannot keep its database there (/proc: No such file or directory); "
+            "give index.uri=<a writable folder>, or leave it null for a temporary one",
+        ),
+        (
+            ["index=chroma", "index.path=/proc/version/chroma"],
+            "index.path=/proc/version/chroma: Chroma cannot keep its database there (/proc/version: Not a "
+            "directory); give index.path=<a writable folder>, or leave it null for a temporary one",
+        ),
     ],
 )
 def test_a_bad_setting_is_one_line_and_exit_2_before_anything_runs(argv, message, capsys, tmp_path, monkeypatch):
@@ -653,3 +675,146 @@ def test_best_checks_its_arguments_and_quotes_cannot_break_its_filter(tmp_path, 
         assert result.returncode == 2 and one_error_line(result.stderr) == message, (args, result.stderr[-500:])
     good = best(tmp_path, "--metric", "ndcg_at_10", "--output", str(tmp_path / "best.yaml"), store=store)
     assert good.returncode == 0 and (tmp_path / "best.yaml").is_file()
+
+
+# ---------------------------------------------------------------- 8. keys, engine folders, full disks, closed pipes
+
+KEY = "sk-proj-4f9c2a7e1b3d5f6a8c0e2b4d6f8a1c3e5b7d9f0a"  # pasted where its variable's name belongs
+NOT_A_NAME = (
+    "{key}: not an environment variable's name (it looks like a key itself: give the variable that holds it, "
+    "e.g. {example}); the value is not shown"
+)
+EMBEDDER = ("model/embedder=openai", "model.embedder.model=text-embedding-3-small")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            [*EMBEDDER, f"model.embedder.api_key_env={KEY}"],
+            NOT_A_NAME.format(key="model.embedder.api_key_env", example="OPENAI_API_KEY"),
+        ),
+        (
+            ["-m", *EMBEDDER, f"model.embedder.api_key_env=OPENAI_API_KEY,{KEY}"],
+            NOT_A_NAME.format(key="model.embedder.api_key_env", example="OPENAI_API_KEY"),
+        ),
+        (
+            ["model=bm25", "reranker=api", "reranker.model=rerank-v3.5", f"reranker.api_key_env={KEY}"],
+            NOT_A_NAME.format(key="reranker.api_key_env", example="RERANK_API_KEY"),
+        ),
+        (
+            ["--cfg", "job", *EMBEDDER, f"model.embedder.api_key_env={KEY}"],
+            NOT_A_NAME.format(key="model.embedder.api_key_env", example="OPENAI_API_KEY"),
+        ),
+        (
+            [*EMBEDDER, f"model.embedder.api_key_env='{KEY}"],  # not even an override: still not shown
+            "model.embedder.api_key_env: cannot be read as an override; the value is not shown",
+        ),
+        (
+            [*EMBEDDER, f"model.embedder.base_url=https://me:{KEY}@gateway.example/v1"],
+            "model.embedder.base_url: the address carries credentials (https://***@gateway.example/v1); give it "
+            "without them, and the key in the environment variable model.embedder.api_key_env names; the "
+            "credentials are not shown",
+        ),
+    ],
+)
+def test_a_key_on_the_command_line_is_refused_before_anything_shows_or_writes_it(
+    tmp_path, small_kb_files, overrides, message
+):
+    result = sweep(tmp_path, small_kb_files, *overrides)
+    assert result.returncode == 2 and one_error_line(result.stderr) == message
+    assert KEY not in result.stdout + result.stderr
+    # nothing anywhere holds it: no MLflow param (the store is the blank one), resolved.yaml,
+    # overrides.yaml, .hydra/ folder (outputs/, multirun/ were never made), cache
+    holding = [p for p in tmp_path.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+    assert holding == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"] and states(tmp_path / "mlflow.db") == {}
+
+
+MS_RDONLY = 1  # linux/mount.h
+
+
+def on_a_read_only_file_system(folder: Path) -> None:
+    """In a command's process, before it runs: a read-only tmpfs at `folder`, in user and mount
+    namespaces of its own (root there, so only the file system's own read-only flag stops writes)."""
+    uid, gid = os.getuid(), os.getgid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0, os.strerror(ctypes.get_errno())
+    for name, line in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+        Path("/proc/self", name).write_text(line)
+    assert libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) == 0, os.strerror(ctypes.get_errno())
+    assert libc.mount(b"tmpfs", os.fsencode(folder), b"tmpfs", MS_RDONLY, b"size=1m") == 0, os.strerror(
+        ctypes.get_errno()
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("engine", "message"),
+    [
+        (
+            ["index=chroma", "index.path={fs}/chroma"],
+            "index.path={fs}/chroma: Chroma cannot keep its database there ({fs}: Read-only file system); "
+            "give index.path=<a writable folder>, or leave it null for a temporary one",
+        ),
+        (
+            ["index=lancedb", "index.uri={fs}/lance"],
+            "index.uri={fs}/lance: LanceDB cannot keep its database there ({fs}: Read-only file system); "
+            "give index.uri=<a writable folder>, or leave it null for a temporary one",
+        ),
+    ],
+)
+def test_an_engine_folder_on_a_read_only_file_system_is_one_line_before_a_run_opens(
+    tmp_path, small_kb_files, engine, message
+):
+    fs = tmp_path / "read-only"
+    fs.mkdir()
+    args, env = sweep_command(tmp_path, small_kb_files, *(e.format(fs=fs) for e in engine))
+    result = processes.run(
+        args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        preexec_fn=functools.partial(on_a_read_only_file_system, fs),
+    )  # fmt: skip
+    assert result.returncode == 2 and one_error_line(result.stderr) == message.format(fs=fs)
+    assert states(tmp_path / "mlflow.db") == {}  # checked in the preflight: no run opened
+    assert not (tmp_path / "cache").exists()  # nothing embedded
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("multirun", "key"), [(False, "hydra.run.dir"), (True, "hydra.sweep.dir")])
+def test_hydras_output_folder_on_a_full_disk_is_one_line_before_a_run_opens(tmp_path, small_kb_files, multirun, key):
+    fs = tmp_path / "fs"
+    args, env = sweep_command(tmp_path, small_kb_files, *(["-m", "model=bm25,tfidf"] if multirun else ["model=bm25"]))
+    args = [f"{key}={fs / 'out'}" if a.startswith(f"{key}=") else a for a in args]
+    code, stderr = on_a_full_disk(tmp_path, fs, args, env)
+    assert code == 2
+    assert one_error_line(stderr) == (
+        f"{key}={fs / 'out'}: no space left for Hydra's output folder ({fs}: No space left on device); "
+        f"free some, or give {key}=<a folder on a disk with room>"
+    )
+    assert states(tmp_path / "mlflow.db") == {}  # no run, no sweep opened
+
+
+@pytest.mark.slow
+def test_a_reader_gone_ends_nothing_and_nothing_computed_is_lost(tmp_path, small_kb_files):
+    """`python -m sweep -m ... | head -1`, the reader gone before the first line: the sweep runs to
+    its end and logs every run, its console goes to /dev/null, no "Logging error" or traceback,
+    exit code 0. A real pipe, so a fresh interpreter (the preloaded server writes to files)."""
+    args, env = sweep_command(tmp_path, small_kb_files, "-m", "model=bm25,tfidf")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            args, cwd=tmp_path, env=env, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=600
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for said in ("Logging error", "Traceback", "BrokenPipe", "error:"):
+        assert said not in result.stderr, result.stderr[-3000:]
+    _, runs = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3
+    assert sorted(r.data.params.get("model") for r in runs if r.data.tags.get("mlflow.parentRunId")) == [
+        "bm25",
+        "tfidf",
+    ]

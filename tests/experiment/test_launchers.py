@@ -21,7 +21,8 @@ import mlflow
 import pytest
 from omegaconf import OmegaConf
 
-from helpers.commands import runs_in, sweep
+from helpers import processes
+from helpers.commands import runs_in, sweep, sweep_command, wait_for
 from helpers.processes import start_code
 from helpers.servers import free_port, stop_group, wait_until_answering
 from sweep.experiment.cli import ParentRunCallback, connecting_to_a_ray_cluster, preflight
@@ -164,6 +165,65 @@ def test_joblib_workers_share_the_embedding_cache_and_log_to_a_tracking_server_o
     assert sorted(p.name for p in (work / "cache").iterdir() if p not in entries) == sorted(
         f".{e.stem}.lock" for e in entries
     )
+
+
+def started(pid: int) -> str | None:
+    """When the process `pid` started (clock ticks since boot, /proc/PID/stat's field 22), None once it
+    has ended (gone, or a zombie nobody reaped): with the pid, which process it is, even if the pid is
+    used again."""
+    try:
+        after_name = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return None if after_name[0] in ("Z", "X") else after_name[19]
+
+
+def children_of(pid: int) -> dict[int, str]:
+    """The live processes whose parent is `pid`, with when each started (read from /proc: psutil is
+    not a dependency)."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            after_name = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # ended meanwhile
+            continue
+        if int(after_name[1]) == pid and after_name[0] not in ("Z", "X"):
+            found[int(stat.parent.name)] = after_name[19]
+    return found
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_joblib_sweeps_process_ends_its_workers(tmp_path, small_kb_files):
+    """The sweep's own process killed (kill -9: no handler runs) while both workers run a
+    combination: every process it started (the loky workers, about 0.5 GB each, and the resource
+    trackers) ends within seconds, and each worker's run is marked KILLED on its way out."""
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="pip install 'golden-sweep[scale]'")
+    slow = ("model=minilm", "chunk=16,24", "chunking.overlap=0")  # a few thousand chunks to embed each
+    args, env = sweep_command(tmp_path, small_kb_files, "-m", *JOBLIB, *slow)
+    main = processes.start(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    workers: dict[int, str] = {}
+    try:
+        wait_for(tmp_path / "mlflow.db", lambda runs: sum(r["child"] and r["status"] == "RUNNING" for r in runs) == 2)
+        workers = children_of(main.pid)
+        assert len(workers) >= 2  # the two workers, and loky's and multiprocessing's resource trackers
+        main.kill()
+        main.wait(30)
+        killed = time.monotonic()
+        while any(started(pid) == when for pid, when in workers.items()) and time.monotonic() - killed < 30:
+            time.sleep(0.1)
+        took = time.monotonic() - killed
+        left = [pid for pid, when in workers.items() if started(pid) == when]
+    finally:
+        for pid, when in workers.items():  # what a failed test would leave running
+            if started(pid) == when:
+                os.kill(pid, 9)
+    assert left == [] and took < 5, (left, took)
+    runs = wait_for(tmp_path / "mlflow.db", lambda runs: all(r["status"] != "RUNNING" for r in runs if r["child"]))
+    assert sorted(r["status"] for r in runs if r["child"]) == ["KILLED", "KILLED"]
+    _, logged = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert {r.data.tags.get("error") for r in logged if r.data.tags.get("mlflow.parentRunId")} == {
+        "interrupted by SIGTERM"
+    }
 
 
 # argv: the KB folder, the experiment, a barrier folder: the worker writes ready-<pid> there once its

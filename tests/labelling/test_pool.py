@@ -16,6 +16,7 @@ import pytest
 
 from helpers import processes
 from helpers.data import golden_of
+from helpers.stores import on_a_full_disk
 from sweep import pool
 from sweep.evaluation.record import TrialRecord
 from sweep.formats.corpus import Corpus, Document, load_corpus
@@ -195,3 +196,16 @@ def test_bad_input_is_one_line_and_exit_2(in_store, small_kb_files, tmp_path, ca
     assert other.read_bytes() == (small_kb_files / "golden.jsonl").read_bytes()  # untouched
     code, _, err = run_main([children["bm25"], "--depth", "0", "--output", str(output)], capsys)
     assert code == 2 and "must be at least 1" in err
+
+
+@pytest.mark.slow
+def test_an_output_on_a_full_disk_is_one_line_and_exit_2(in_store, tmp_path):
+    """As `sweep.best --output` does, not a traceback (30 KiB left: the queue is larger). The queue
+    is written atomically: its temporary file is removed when the write fails."""
+    store, children, cwd = in_store
+    fs = tmp_path / "fs"
+    output = fs / "queue.jsonl"
+    args = [sys.executable, "-m", "sweep.pool", children["bm25"], children["tfidf"], "--output", str(output)]
+    code, stderr = on_a_full_disk(cwd, fs, args, {"MLFLOW_TRACKING_URI": store})
+    assert code == 2
+    assert stderr == f"error: --output {output}: cannot write it (No space left on device); nothing was written\n"

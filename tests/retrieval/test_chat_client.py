@@ -249,3 +249,29 @@ def test_the_key_is_in_no_message_and_no_log(clean, caplog):
 def test_a_prompt_that_is_not_chat_messages_is_one_line():
     with pytest.raises(InputError, match=r"chat prompt: message 2 needs a role \(system, user, assistant\)"):
         as_messages([{"role": "user", "content": "a"}, {"role": "judge", "content": "b"}])
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"api_key_env": KEY},
+            "chat.api_key_env: not an environment variable's name (it looks like a key itself: give the variable "
+            "that holds it, e.g. OPENAI_API_KEY); the value is not shown",
+        ),
+        (
+            {"api_key_env": KEY, "settings": "--"},
+            "--api-key-env: not an environment variable's name (it looks like a key itself: give the variable "
+            "that holds it, e.g. OPENAI_API_KEY); the value is not shown",
+        ),
+        (
+            {"base_url": f"http://user:{KEY}@127.0.0.1:11434/v1", "settings": "judge"},
+            "judge.base_url: the address carries credentials (http://***@127.0.0.1:11434/v1); give it without "
+            "them, and the key in the environment variable judge.api_key_env names; the credentials are not shown",
+        ),
+    ],
+)
+def test_a_key_where_a_name_belongs_or_in_the_address_is_refused_without_showing_it(settings, message):
+    with pytest.raises(InputError) as error:
+        ChatClient(**{"model": MODEL_NAME} | settings)
+    assert str(error.value) == message and KEY not in str(error.value)

@@ -263,3 +263,50 @@ def test_a_run_through_faults_scores_as_a_clean_run_and_caches_each_entry_once(
         "faulty": sorted(p.name for p in (tmp_path / "cache").glob("*.npz")),
     }
     assert entries["faulty"] == entries["clean"] and entries["clean"]  # the same entries, each written once
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda: OpenAIEmbedder(model=MODEL, api_key_env=KEY),
+            "model.embedder.api_key_env: not an environment variable's name (it looks like a key itself: give the "
+            "variable that holds it, e.g. OPENAI_API_KEY); the value is not shown",
+        ),
+        (
+            lambda: APIReranker(model="tiny", api_key_env=KEY.replace("-", "_")),  # a key that is a valid name
+            "reranker.api_key_env: not an environment variable's name (it looks like a key itself: give the "
+            "variable that holds it, e.g. RERANK_API_KEY); the value is not shown",
+        ),
+        (
+            lambda: OpenAIEmbedder(model=MODEL, api_key_env="OPENAI API KEY"),
+            "model.embedder.api_key_env: not an environment variable's name (a name is letters, digits and _, not "
+            "starting with a digit: give the variable that holds the key, e.g. OPENAI_API_KEY); the value is not shown",
+        ),
+        (
+            lambda: OpenAIEmbedder(model=MODEL, base_url=f"https://me:{KEY}@gateway.example/v1"),
+            "model.embedder.base_url: the address carries credentials (https://***@gateway.example/v1); give it "
+            "without them, and the key in the environment variable model.embedder.api_key_env names; the "
+            "credentials are not shown",
+        ),
+        (
+            lambda: APIReranker(model="tiny", base_url=f"https://gateway.example/rerank?x=1&api_key={KEY}"),
+            "reranker.base_url: the address carries credentials (https://gateway.example/rerank?***); give it "
+            "without them, and the key in the environment variable reranker.api_key_env names; the credentials "
+            "are not shown",
+        ),
+    ],
+)
+def test_a_key_where_a_name_belongs_or_in_the_address_is_refused_without_showing_it(make, message):
+    """Refused when the component is made (before anything is sent, logged or cached), and the
+    message never carries the key, whatever form it was given in."""
+    with pytest.raises(InputError) as error:
+        make()
+    assert str(error.value) == message
+    assert KEY not in str(error.value) and KEY.replace("-", "_") not in str(error.value)
+
+
+def test_names_of_variables_pass_the_check():
+    for name in ("OPENAI_API_KEY", "SWEEP_TEST_KEY", "AZURE_OPENAI_API_KEY_2", "_private", "my_key"):
+        assert OpenAIEmbedder(model=MODEL, api_key_env=name).endpoint.api_key_env == name
+    assert APIReranker(model="tiny", base_url="http://127.0.0.1:7997?timeout=3").base_url.endswith("timeout=3")

@@ -12,7 +12,7 @@ restricted by chunk ids alone (a hybrid's member) hands Chroma the ids. Chroma p
 filtered search, so `filter.exact_below` does not apply.
 
 `mode=embedded` keeps the collection in a folder in this process (`path`, else a temporary folder
-removed at the end); `mode=server` talks to a running `chroma run` at `host`:`port`. The
+removed at the end; a `path` that cannot be made or written is one line when the index is made); `mode=server` talks to a running `chroma run` at `host`:`port`. The
 collection is deleted when the run ends, also when it fails or is interrupted (SIGINT, SIGTERM),
 unless `keep=true` (`sweep.retrieval.vector_index.Cleanup`). Index bytes are the embedded
 database folder's; a server's disk is not known here, so server runs log none.
@@ -33,7 +33,7 @@ from typing import Annotated, Any
 import httpx
 import numpy as np
 
-from sweep.errors import InputError
+from sweep.errors import InputError, folder_problem
 from sweep.retrieval.vector_index import Cleanup, VectorIndex, Where, engine_package, folder_bytes, padded, stored_value
 from sweep.settings import NonEmpty, OneOf, Range, checked
 
@@ -88,6 +88,13 @@ class ChromaIndex(VectorIndex):
                 "index.keep=true: a temporary folder is removed whatever it holds; give index.path=<folder> "
                 "or use index.mode=server to keep the collection"
             )
+        if self.mode == "embedded" and self.path is not None:
+            problem = folder_problem(self.path)
+            if problem is not None:
+                raise InputError(
+                    f"index.path={self.path}: Chroma cannot keep its database there ({problem}); "
+                    "give index.path=<a writable folder>, or leave it null for a temporary one"
+                )
         self._cleanup: Cleanup | None = None
 
     def _build(self, vectors: np.ndarray, metadata: Sequence[Mapping[str, Any]]) -> None:

@@ -8,9 +8,11 @@ timeouts, the key from the environment, concurrency, tokens, cost and the cost c
 batches of at most `batch_size` texts and about `max_tokens_per_request` tokens (estimated as
 characters / 4 before sending), `max_concurrency` requests at a time. The corpus's vectors are
 cached as a local model's are, under a key of the endpoint, the model, `dimensions` and the texts
-(never the key), and so are the questions'. What the server returns is checked before anything is
-cached: one vector per text, in order, all of one width (`dimensions` when set), finite. Any
-failure is one line naming the setting.
+(never the key), and so are the questions'. An `api_key_env` that is not a variable's name (the
+key itself) and a `base_url` with credentials in it are refused before anything is sent or logged
+(`sweep.retrieval.model_client.check_key_variable`, `check_base_url`). What the server returns is
+checked before anything is cached: one vector per text, in order, all of one width (`dimensions`
+when set), finite. Any failure is one line naming the setting.
 """
 
 from __future__ import annotations
@@ -200,6 +202,7 @@ class APIReranker(Reranker):
             Connection(model, base_url, api_key_env, timeout, max_retries),
             price_per_mtok=price_per_mtok,
             max_cost_usd=max_cost_usd,
+            key_example="RERANK_API_KEY",
         )
         self._counted_tokens = 0
 

@@ -17,7 +17,9 @@ alone (a hybrid's member) filters on `_chunk`. LanceDB plans its own filtered se
 
 The table lives in `uri` (a LanceDB database folder) or, when null, in a temporary folder removed
 at the end; it is dropped when the run ends, also when it fails or is interrupted, unless
-`keep=true` (`sweep.retrieval.vector_index.Cleanup`).
+`keep=true` (`sweep.retrieval.vector_index.Cleanup`). A `uri` folder that cannot be made or
+written (/proc, a read-only file system, a file where the folder belongs) is one line when the
+index is made, before anything is embedded.
 """
 
 from __future__ import annotations
@@ -32,11 +34,12 @@ from dataclasses import dataclass, fields
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
 
-from sweep.errors import InputError
+from sweep.errors import InputError, folder_problem
 from sweep.retrieval.vector_index import (
     Cleanup,
     Scalar,
@@ -128,6 +131,14 @@ class LanceDBIndex(VectorIndex):
             raise InputError(
                 "index.keep=true: a temporary folder is removed whatever it holds; give index.uri=<folder> to keep the table"
             )
+        scheme = urlsplit(self.uri).scheme if self.uri is not None else None
+        if scheme in ("", "file"):  # a folder here, not object storage (s3://, gs://) or LanceDB Cloud (db://)
+            problem = folder_problem(self.uri.removeprefix("file://"))
+            if problem is not None:
+                raise InputError(
+                    f"index.uri={self.uri}: LanceDB cannot keep its database there ({problem}); "
+                    "give index.uri=<a writable folder>, or leave it null for a temporary one"
+                )
         self._cleanup: Cleanup | None = None
 
     def _build(self, vectors: np.ndarray, metadata: Sequence[Mapping[str, Any]]) -> None:

@@ -1,16 +1,21 @@
 """One HTTP client for every model endpoint the sweep talks to (embeddings, `/rerank`, chat
 completions), built on the official `openai` client.
 
-The client retries a 429 (waiting as its `Retry-After` says), a 5xx answer, a timeout
-(`timeout` seconds per try) and a dropped connection up to `max_retries` times with its own
-backoff; every try is counted, so the retries are known. The API key is read from the environment
-variable `api_key_env` names, never from config: it is sent to the server and nowhere else, and
-masked in any message that would carry it. At most `max_concurrency` requests are in flight at
-once, however many threads ask. Tokens come from each answer's `usage` (estimated as characters /
-4 where a server does not say) and cost from the prices per million tokens; `max_cost_usd` is
-checked before each request, with its estimate added to what was spent and what is in flight, and
-again with the real usage once a batch is answered. Every failure is one line naming the setting
-to look at (`model.embedder.timeout`, `reranker.api_key_env`, `--max-cost-usd`, ...).
+The client retries a 429 (waiting as its `Retry-After` says), a 5xx answer, a timeout (`timeout`
+seconds per try) and a dropped connection up to `max_retries` times with its own backoff; every try
+is counted, so the retries are known. The API key is read from the environment variable
+`api_key_env` names, never from config: it is sent to the server and nowhere else, and masked in
+any message that would carry it. A value of `api_key_env` that is not a variable's name (the key
+itself, pasted where its variable's name belongs) and a `base_url` that carries credentials
+(`https://user:password@host`, `?api_key=...`) are refused when the client is made, in one line
+that does not show them (`check_key_variable`, `check_base_url`): `python -m sweep` checks its
+command line and every combination with them before Hydra writes a file or MLflow a param. At most
+`max_concurrency` requests are in flight at once, however many threads ask. Tokens come from each
+answer's `usage` (estimated as characters / 4 where a server does not say) and cost from the prices
+per million tokens; `max_cost_usd` is checked before each request, with its estimate added to what
+was spent and what is in flight, and again with the real usage once a batch is answered. Every
+failure is one line naming the setting to look at (`model.embedder.timeout`,
+`reranker.api_key_env`, `--max-cost-usd`, ...).
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Generic, TypeVar
+from urllib.parse import parse_qsl, urlsplit
 
 from sweep.errors import InputError
 
@@ -33,6 +40,11 @@ NO_KEY = "not-set"  # sent when the variable is unset: servers that need no key 
 FLAGS = "--"  # `settings` that names command-line flags (--max-cost-usd) instead of config keys
 T = TypeVar("T")
 Item = TypeVar("Item")
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what a shell takes as an environment variable's name
+KEY_PREFIXES = ("sk-", "sk_", "rk_", "pk_", "ghp_", "gho_", "ghs_", "github_pat_", "glpat-", "xox", "AKIA", "AIza")
+KEY_LIKE_PART = 16  # letters and digits mixed over this many characters: a secret, not a word of a name
+LONGEST_NAME = 64  # a longer value is taken for a key, whatever its characters
+SECRET_PARAMETERS = set("key api_key apikey api-key token access_token auth password secret sig".split())  # in a query
 
 
 def estimated_tokens(text: str) -> int:
@@ -44,6 +56,60 @@ def setting_name(settings: str, setting: str) -> str:
     """How a message names a setting: `<settings>.<setting>` for a config group (`reranker.timeout`),
     the command-line flag (`--max-cost-usd`) when `settings` is `--`."""
     return f"--{setting.replace('_', '-')}" if settings == FLAGS else f"{settings}.{setting}"
+
+
+def looks_like_a_key(value: str) -> bool:
+    """Whether `value` looks like a secret rather than a variable's name: a provider's key prefix
+    (`sk-`, `ghp_`, `AKIA`, ...), a run of 16 characters or more between separators that mixes
+    letters with digits or upper with lower case (a name is words: OPENAI_API_KEY), or more than
+    64 characters."""
+    parts = re.split(r"[^A-Za-z0-9]+", value)
+    mixed = any(
+        len(part) >= KEY_LIKE_PART
+        and (any(c.isdigit() for c in part) or not (part.isupper() or part.islower()))
+        and any(c.isalpha() for c in part)
+        for part in parts
+    )
+    return value.startswith(KEY_PREFIXES) or mixed or len(value) > LONGEST_NAME
+
+
+def check_key_variable(setting: str, value: object, example: str = "OPENAI_API_KEY") -> None:
+    """An InputError unless `value` (the setting `setting`, e.g. `model.embedder.api_key_env`) is an
+    environment variable's name that does not look like a key. The message never shows the value:
+    it may be the key itself."""
+    text = str(value)
+    if VARIABLE_NAME.fullmatch(text) and not looks_like_a_key(text):
+        return
+    why = (
+        f"it looks like a key itself: give the variable that holds it, e.g. {example}"
+        if looks_like_a_key(text)
+        else f"a name is letters, digits and _, not starting with a digit: give the variable that holds the key, e.g. {example}"
+    )
+    raise InputError(f"{setting}: not an environment variable's name ({why}); the value is not shown")
+
+
+def check_base_url(setting: str, value: object, key_setting: str) -> None:
+    """An InputError when the address `value` (the setting `setting`) carries credentials: a user or
+    password before the host, or a query parameter named like a key (`api_key`, `token`, ...). The
+    message shows the address with them masked; the key belongs in the variable `key_setting` names."""
+    if value is None:
+        return
+    text = str(value)
+    try:
+        parts = urlsplit(text)
+    except ValueError:  # an unbalanced [ of an IPv6 host
+        raise InputError(f"{setting}: not an address (e.g. http://127.0.0.1:8080/v1); the value is not shown") from None
+    secret = {name for name, _ in parse_qsl(parts.query, keep_blank_values=True)} & SECRET_PARAMETERS
+    if "@" not in parts.netloc and not secret:
+        return
+    host = parts.netloc.rpartition("@")[2]
+    masked = parts._replace(
+        netloc=f"***@{host}" if "@" in parts.netloc else host, query="***" if secret else parts.query
+    )
+    raise InputError(
+        f"{setting}: the address carries credentials ({masked.geturl()}); give it without them, and the key in "
+        f"the environment variable {key_setting} names; the credentials are not shown"
+    )
 
 
 @dataclass(frozen=True)
@@ -97,8 +163,12 @@ class ModelClient:
         price_per_mtok: float | None = None,
         output_price_per_mtok: float | None = 0.0,
         max_cost_usd: float | None = None,
+        key_example: str = "OPENAI_API_KEY",
     ) -> None:
+        """`key_example`: the variable a message about `api_key_env` suggests (the setting's default)."""
         self.settings, self.max_concurrency = settings, max_concurrency
+        check_key_variable(setting_name(settings, "api_key_env"), connection.api_key_env, key_example)
+        check_base_url(setting_name(settings, "base_url"), connection.base_url, setting_name(settings, "api_key_env"))
         self.model, self.base_url, self.api_key_env = connection.model, connection.base_url, connection.api_key_env
         self.timeout, self.max_retries = connection.timeout, connection.max_retries
         self.price_per_mtok, self.output_price_per_mtok = price_per_mtok, output_price_per_mtok
