@@ -53,6 +53,10 @@ from sweep.formats.trec import TREC_QRELS_COLUMNS, Qrels, TrecRun, is_trec_file,
 
 if TYPE_CHECKING:
     from sweep.evaluation import Evaluation
+    from sweep.formats.golden_set import GoldenSet
+    from sweep.formats.runs import Run
+
+log = logging.getLogger(__name__)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -138,7 +142,25 @@ def evaluate(args: argparse.Namespace) -> Evaluation:
         run = Run.read(args.run)
     except OSError as error:  # a file that exists but cannot be read
         raise InputError(str(error)) from None
+    warn_if_split(golden, run, args.run)
     return score(golden, run, args.metrics, relevance_level=args.relevance_level, gain=args.gain)
+
+
+def warn_if_split(golden: GoldenSet, run: Run, run_path: str) -> None:
+    """One warning when relevant documents whose ids hold whitespace are none of them in a TREC
+    run: another tool's run that wrote them unencoded has had each split in two fields (as
+    trec_eval would split it too)."""
+    from sweep.formats.columns import trec_id
+    from sweep.formats.lines import NOT_IN_IDS, sniff
+
+    spaced = sorted({doc for q in golden for doc in q.relevant if NOT_IN_IDS.search(doc)})
+    if not spaced or sniff(Path(run_path)) != "columns" or set(spaced) & set(run.frame["docid"].cat.categories):
+        return
+    log.warning(
+        "%s: %d relevant document %s whitespace (%r) and the run retrieves none of them: a TREC run carries such "
+        "an id percent-encoded (%r), as run.trec does; written as is, its fields are split",
+        run_path, len(spaced), "id holds" if len(spaced) == 1 else "ids hold", spaced[0], trec_id(spaced[0]),
+    )  # fmt: skip
 
 
 class _OneLine(logging.Formatter):

@@ -1,4 +1,4 @@
-"""Hostile data at the edges of the formats (issue 23): ids a TREC file cannot hold, a byte order
+"""Hostile data at the edges of the formats (issue 23): ids with spaces (carried percent-encoded in TREC files since issue 49), a byte order
 mark, repeated JSON keys, a BEIR qrels file without its header, files in a corpus folder that are
 not documents, huge HTML, Unicode normal forms, documents without words, run files that are not
 files. Every case asserts the exact message and what is left after it."""
@@ -24,9 +24,8 @@ from sweep.formats.golden import load_golden
 from sweep.formats.html_text import html_text
 from sweep.formats.lines import NOT_IN_IDS
 from sweep.formats.runs import Run
+from sweep.formats.trec import read_run
 from sweep.retrieval.lexical import BM25Retriever, TfidfRetriever
-
-TREC = "which TREC files (run.trec) cannot hold: they separate fields by whitespace"
 
 
 def write(path: Path, content: str | bytes) -> Path:
@@ -67,10 +66,10 @@ def run_statuses(store: Path) -> list[str]:
         return [status for (status,) in database.execute("SELECT status FROM runs")]
 
 
-# ---------------------------------------------------------------- 1. ids a TREC file cannot hold
+# ---------------------------------------------------------------- 1. ids with spaces: carried percent-encoded (issue 49, item 11)
 
 
-def test_the_id_rule_is_exactly_whitespace_and_control_characters():
+def test_what_a_trec_file_carries_percent_encoded_is_exactly_whitespace_and_control_characters():
     """Every character `str.split`, pandas or trec_eval may split on, and nothing else."""
     every_character = "".join(map(chr, range(sys.maxunicode + 1)))  # code point = index: one search, not 1.1M
     refused = {hex(match.start()) for match in NOT_IN_IDS.finditer(every_character)}  # a class: one character a match
@@ -80,101 +79,152 @@ def test_the_id_rule_is_exactly_whitespace_and_control_characters():
 
 
 @pytest.mark.parametrize(
+    ("name", "content", "qid", "doc"),
+    [
+        ("golden.jsonl", lines({"id": "q 1", "question": "x?", "relevant": {"d1": 1}}), "q 1", "d1"),
+        ("golden.jsonl", lines({"id": "q1", "question": "x?", "relevant": {"hr/annual leave.md": 1}}), "q1", "hr/annual leave.md"),
+        ("golden.jsonl", lines({"id": "q\n1", "question": "x?", "relevant": {"d1": 1}}), "q\n1", "d1"),
+        ("golden.jsonl", lines({"id": "q1", "question": "x?", "relevant": ["d\t1"]}), "q1", "d\t1"),
+        ("golden.yaml", '- id: q1\n  question: x?\n  relevant: {"d\\u00a01": 1}\n', "q1", "d\u00a01"),
+        ("qrels.txt", "q1 0 d1 1\nq%202 0 HR%20Policies/Annual%20Leave%20Policy.md 1\n", "q 2", "HR Policies/Annual Leave Policy.md"),
+    ],
+)  # fmt: skip
+def test_a_golden_set_keeps_ids_with_spaces_and_other_whitespace_as_written(tmp_path, name, content, qid, doc):
+    golden = load_golden(write(tmp_path / name, content), warn=False)
+    assert doc in golden.by_id[qid].relevant
+
+
+@pytest.mark.parametrize(
     ("name", "content", "message"),
     [
-        (
-            "golden.jsonl",
-            lines({"id": "q 1", "question": "x?", "relevant": {"d1": 1}}),
-            f"golden.jsonl:1: 'id' 'q 1' contains a space, {TREC}; change it",
-        ),
-        (
-            "golden.jsonl",
-            lines({"id": "q1", "question": "x?", "relevant": {"hr/annual leave.md": 1}}),
-            f"golden.jsonl:1: relevant document id 'hr/annual leave.md' contains a space, {TREC}; change it",
-        ),
-        (
-            "golden.jsonl",
-            lines({"id": "q\n1", "question": "x?", "relevant": {"d1": 1}}),
-            f"golden.jsonl:1: 'id' 'q\\n1' contains a line break, {TREC}; change it",
-        ),
-        (
-            "golden.jsonl",
-            lines({"id": "q1", "question": "x?", "relevant": ["d\t1"]}),
-            f"golden.jsonl:1: relevant document id 'd\\t1' contains a tab, {TREC}; change it",
-        ),
-        (
-            "golden.yaml",
-            '- id: q1\n  question: x?\n  relevant: {"d\\u00a01": 1}\n',
-            f"golden.yaml:1: relevant document id 'd\\xa01' contains U+00A0 (NO-BREAK SPACE), {TREC}; change it",
-        ),
+        ("golden.jsonl", lines({"id": " ", "question": "x?", "relevant": {"d1": 1}}), "golden.jsonl:1: missing or invalid 'id': ' '"),
+        ("golden.jsonl", lines({"id": "q1", "question": "x?", "relevant": {"\t": 1}}), "golden.jsonl:1: missing or invalid relevant document id: '\\t'"),
         (
             "qrels.txt",
             "q1 0 d1 1\nq2 0 d\u20032 1\n",
-            f"qrels.txt:2: document id 'd\\u20032' contains U+2003 (EM SPACE), {TREC}; change it",
+            "qrels.txt:2: document id 'd\\u20032' contains U+2003 (EM SPACE), which a TREC file carries percent-encoded: "
+            "write 'd%E2%80%832'",
         ),
+        ("qrels.txt", "q1 0 a%20b 1\nq1 0 a%20b 2\n", "qrels.txt:2: document 'a b' is judged twice for query 'q1' (first on line 1)"),
     ],
-)
-def test_a_golden_set_with_an_id_a_trec_file_cannot_hold_is_refused(tmp_path, name, content, message):
+)  # fmt: skip
+def test_what_is_still_refused_a_blank_id_and_unencoded_whitespace_in_a_trec_file(tmp_path, name, content, message):
     path = write(tmp_path / name, content)
     assert message_of(load_golden, path, warn=False) == f"{tmp_path}/{message}"
 
 
-def test_a_corpus_or_run_with_such_an_id_is_refused(tmp_path):
+def test_a_corpus_or_run_with_such_ids_is_read_and_a_trec_file_must_encode_them(tmp_path):
     corpus = write(tmp_path / "corpus.jsonl", lines({"id": "d 1", "text": "x"}))
-    assert message_of(load_corpus, corpus) == f"{corpus}:1: document id 'd 1' contains a space, {TREC}; change it"
-    run = write(tmp_path / "run.jsonl", lines({"id": "q1", "results": [["d\x001", 1.0]]}))
-    assert message_of(Run.read, run) == (
-        f"{run}:1: query 'q1': document id 'd\\x001' contains U+0000 (a control character), {TREC}; change it"
-    )
+    assert [document.id for document in load_corpus(corpus).documents] == ["d 1"]
+    run = write(tmp_path / "run.jsonl", lines({"id": "q 1", "results": [["d\x001", 1.0]]}))
+    assert Run.read(run).rankings() == {"q 1": [("d\x001", 1.0)]}
     trec = write(tmp_path / "run.trec", "q1 Q0 d1 1 2.0 s\nq1 Q0 d\u00a02 2 1.0 s\n")
     assert message_of(Run.read, trec) == (
-        f"{trec}:2: document id 'd\\xa02' contains U+00A0 (NO-BREAK SPACE), {TREC}; change it"
+        f"{trec}:2: document id 'd\\xa02' contains U+00A0 (NO-BREAK SPACE), which a TREC file carries "
+        "percent-encoded: write 'd%C2%A02'"
     )
     queries = write(tmp_path / "beir/queries.jsonl", lines({"_id": "q 1", "text": "x?"}))
-    write(tmp_path / "beir/qrels/test.tsv", "query-id\tcorpus-id\tscore\nq 1\td1\t1\n")
-    assert message_of(load_golden, queries.parent, warn=False) == (
-        f"{queries.parent}/qrels/test.tsv:2: query id 'q 1' contains a space, {TREC}; change it"
-    )
+    write(
+        tmp_path / "beir/qrels/test.tsv", "query-id\tcorpus-id\tscore\nq 1\td 1\t1\n"
+    )  # a BEIR field: all between tabs
+    assert load_golden(queries.parent, warn=False).by_id["q 1"].relevant == {"d 1": 1}
 
 
-def test_a_folder_corpus_with_a_space_in_a_file_name_is_refused_naming_the_file(tmp_path):
-    write(tmp_path / "docs/hr/annual leave.md", "# Annual leave\n\n25 days.\n")
-    write(tmp_path / "docs/hr/sick\tleave.md", "# Sick leave\n\n10 days.\n")
-    write(tmp_path / "docs/hr/expenses.md", "# Expenses\n\nHotels: 150 pounds.\n")
-    assert message_of(load_corpus, tmp_path / "docs") == (
-        f"{tmp_path / 'docs'}: document id 'hr/annual leave.md' contains a space, {TREC}; "
-        "rename 'hr/annual leave.md' (and 1 other file so named)"
-    )
-    assert message_of(load_corpus, tmp_path / "docs", ids="stem") == (
-        f"{tmp_path / 'docs'}: document id 'annual leave' contains a space, {TREC}; "
-        "rename 'hr/annual leave.md' (and 1 other file so named)"
-    )
+def test_a_folder_corpus_with_spaces_in_its_file_names_is_read_with_the_names_as_ids(tmp_path):
+    """Before: `docs: document id 'HR Policies/Annual Leave Policy.md' contains a space, which TREC
+    files (run.trec) cannot hold: they separate fields by whitespace; rename 'HR Policies/Annual
+    Leave Policy.md' (and 1 other file so named)`."""
+    write(tmp_path / "docs/HR Policies/Annual Leave Policy.md", "# Annual leave\n\n25 days.\n")
+    write(tmp_path / "docs/HR Policies/sick\tleave.md", "# Sick leave\n\n10 days.\n")
+    write(tmp_path / "docs/HR Policies/expenses.md", "# Expenses\n\nHotels: 150 pounds.\n")
+    corpus = load_corpus(tmp_path / "docs")
+    assert [document.id for document in corpus.documents] == [
+        "HR Policies/Annual Leave Policy.md", "HR Policies/expenses.md", "HR Policies/sick\tleave.md",
+    ]  # fmt: skip
+    assert corpus.by_id["HR Policies/Annual Leave Policy.md"].metadata == {
+        "path": "HR Policies/Annual Leave Policy.md", "department": "HR Policies",
+    }  # fmt: skip
+    stems = load_corpus(tmp_path / "docs", ids="stem")
+    assert [document.id for document in stems.documents] == ["Annual Leave Policy", "expenses", "sick\tleave"]
 
 
 def test_ids_with_quotes_pipes_and_braces_go_through_a_trec_file_unchanged(tmp_path):
-    """TREC-safe ids, however odd, are written and read back exactly, whether the fields are
-    separated by single spaces or by runs of them (rewritten to single ones before the parse)."""
+    """Ids without `%`, whitespace or control characters, however odd, are written and read back
+    exactly, whether the fields are separated by single spaces or by runs of them (rewritten to
+    single ones before the parse)."""
     odd = ['"q1"', "q|2", "{q3}", "q'4", "{"]
     run = Run.from_ranked({qid: [(f'd"{i}', 2.0), ("d|x", 1.0)] for i, qid in enumerate(odd)})
     run.to_trec(tmp_path / "run.trec")
+    assert "%" not in (tmp_path / "run.trec").read_text()
     assert Run.read(tmp_path / "run.trec").rankings() == Run.from_scored(run.frame).rankings()
     spaced = (tmp_path / "run.trec").read_text().replace(" Q0 ", "  Q0  ")
     write(tmp_path / "spaced.trec", spaced)
     assert Run.read(tmp_path / "spaced.trec").rankings() == Run.from_scored(run.frame).rankings()
 
 
-def test_a_run_is_never_written_with_an_id_a_trec_file_cannot_hold(tmp_path):
-    run = Run.from_dict({"q1": {"hr/annual leave.md": 1.0}})
-    assert message_of(run.to_trec, tmp_path / "run.trec") == (
-        f"{tmp_path / 'run.trec'}: document id 'hr/annual leave.md' contains a space, {TREC}; change it"
+HOSTILE_IDS = [
+    "HR Policies/Annual Leave Policy.md", "50% off.md", "a%20b", "%25", "%", "a\tb\nc\rd", "e\u00a0f\u3000g",
+    "\x00\x7f", " lead", "trail ", "caf\u00e9 menu", "%zz%2", "\u2028",
+]  # fmt: skip
+
+
+def test_a_run_with_spaces_percent_signs_and_control_characters_in_its_ids_round_trips_through_a_trec_file(tmp_path):
+    """`to_trec` writes `%` as `%25` and whitespace and control characters as their UTF-8 bytes;
+    `Run.read` and `read_run` decode them: the same ids, the same order, the same scores."""
+    run = Run.from_ranked(
+        {qid: [(doc, float(len(doc) + i)) for doc in HOSTILE_IDS] for i, qid in enumerate(HOSTILE_IDS)}
     )
-    assert not (tmp_path / "run.trec").exists()
+    run.to_trec(tmp_path / "run.trec")
+    text = (tmp_path / "run.trec").read_text()
+    assert "HR%20Policies/Annual%20Leave%20Policy.md" in text and "50%25%20off.md" in text and "a%2520b" in text
+    assert "e%C2%A0f%E3%80%80g" in text and "%00%7F" in text and "%25zz%252" in text
+    assert all(len(line.split()) == 6 for line in text.splitlines())  # as trec_eval and pytrec_eval split it
+    assert Run.read(tmp_path / "run.trec").rankings() == run.rankings()
+    columns = read_run(tmp_path / "run.trec")
+    assert sorted(columns.docid.values) == sorted(HOSTILE_IDS)
+
+
+def test_escapes_this_tool_does_not_write_are_decoded_with_one_warning(tmp_path, caplog):
+    """The rule for a literal `%` in another tool's file: `%XX` is decoded all the same (`%41` is
+    `A`); a `%` without two hex digits after it stays; an escape `to_trec` would not write is named once."""
+    path = write(
+        tmp_path / "run.trec", "q1 Q0 a%41 1 3.0 s\nq1 Q0 50%off 2 2.0 s\nq1 Q0 x%2fy 3 1.0 s\nq1 Q0 bad%FF 4 0.5 s\n"
+    )
+    assert Run.read(path).rankings() == {"q1": [("aA", 3.0), ("50%off", 2.0), ("x/y", 1.0), ("bad%FF", 0.5)]}
+    assert [record.getMessage() for record in caplog.records if record.levelname == "WARNING"] == [
+        f"{path}: 2 ids hold escapes this tool does not write: 'a%41' is read as 'aA' "
+        "(`%XX` is decoded in TREC files; write a literal % as %25)"
+    ]
 
 
 @pytest.mark.slow
-def test_evaluate_refuses_a_golden_set_whose_id_its_run_would_split(tmp_path):
-    """The issue's case: a TREC run that split `hr/annual leave.md` scored nDCG@10 0.6667 with no
-    warning; the golden set that labels it is now refused."""
+def test_evaluate_scores_a_trec_run_with_encoded_ids_against_a_golden_set_naming_them(tmp_path):
+    """Before, the golden set was refused (`relevant document id 'hr/annual leave.md' contains a
+    space, which TREC files (run.trec) cannot hold`); a TREC run carries the id encoded, and
+    `python -m sweep.evaluate` decodes it, by the fast path (TREC qrels) and the other (JSONL)."""
+    golden = write(
+        tmp_path / "golden.jsonl",
+        lines(
+            {"id": "q 1", "question": "leave?", "relevant": {"hr/annual leave.md": 1}},
+            {"id": "q2", "question": "hotel?", "relevant": {"d2": 1}},
+        ),
+    )
+    qrels = write(tmp_path / "qrels.txt", "q%201 0 hr/annual%20leave.md 1\nq2 0 d2 1\n")
+    run = write(
+        tmp_path / "run.trec",
+        "q%201 Q0 d2 1 2.0 golden-sweep\nq%201 Q0 hr/annual%20leave.md 2 1.66 golden-sweep\nq2 Q0 d2 1 1.0 golden-sweep\n",
+    )
+    for judged in (golden, qrels):
+        result = evaluate_cli(judged, run, "--metrics", "mrr", "--json", "--per-query")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["per_query"] == {"q 1": {"mrr": 0.5}, "q2": {"mrr": 1.0}}
+
+
+@pytest.mark.slow
+def test_evaluate_warns_when_a_trec_run_wrote_spaced_ids_unencoded(tmp_path):
+    """The issue-23 case, now that the golden set is read: another tool's run that wrote
+    `hr/annual leave.md` as is has it split (docid `hr/annual`, as trec_eval splits it); one
+    warning names the id and its encoded form."""
     golden = write(
         tmp_path / "golden.jsonl",
         lines(
@@ -183,31 +233,14 @@ def test_evaluate_refuses_a_golden_set_whose_id_its_run_would_split(tmp_path):
         ),
     )
     run = write(tmp_path / "run.trec", "q1 Q0 hr/annual leave.md 1 1.66 golden-sweep\nq2 Q0 d2 1 1.0 golden-sweep\n")
-    result = evaluate_cli(golden, run, "--json")
-    assert result.returncode == 2 and result.stdout == ""
-    assert one_error_line(result.stderr) == (
-        f"{golden}:1: relevant document id 'hr/annual leave.md' contains a space, {TREC}; change it"
-    )
-
-
-@pytest.mark.slow
-def test_a_sweep_on_a_folder_with_a_space_in_a_file_name_stops_before_retrieving(tmp_path):
-    write(tmp_path / "docs/hr/annual leave.md", "# Annual leave\n\nEmployees get 25 days of annual leave.\n")
-    write(tmp_path / "docs/hr/expenses.md", "# Expenses\n\nHotels are capped at 150 pounds.\n")
-    golden = write(
-        tmp_path / "golden.jsonl",
-        lines(
-            {"id": "q1", "question": "How many days of leave?", "relevant": {"hr/annual-leave.md": 1}},
-            {"id": "q2", "question": "What is the hotel cap?", "relevant": {"hr/expenses.md": 1}},
-        ),
-    )
-    result = sweep_cli(tmp_path, golden, tmp_path / "docs", "model=bm25")
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert one_error_line(result.stderr) == (
-        f"{tmp_path / 'docs'}: document id 'hr/annual leave.md' contains a space, {TREC}; rename 'hr/annual leave.md'"
-    )
-    assert run_statuses(tmp_path / "mlflow.db") == ["FAILED"]
-    assert not list((tmp_path / "mlruns").rglob("run.trec"))
+    result = evaluate_cli(golden, run, "--metrics", "mrr", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"mean": {"mrr": 0.5}}
+    assert [line for line in result.stderr.splitlines() if "whitespace" in line] == [
+        f"warning: {run}: 1 relevant document id holds whitespace ('hr/annual leave.md') and the run retrieves none "
+        "of them: a TREC run carries such an id percent-encoded ('hr/annual%20leave.md'), as run.trec does; "
+        "written as is, its fields are split"
+    ]
 
 
 # ---------------------------------------------------------------- 2. a byte order mark

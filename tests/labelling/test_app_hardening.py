@@ -32,7 +32,24 @@ TOO_LARGE = (
 )
 FOREIGN = "refused: a change sent from another page ({}); the app takes changes only from its own page, {}/"
 DOT_ID = "new question: question id {!r} cannot be opened in the labelling app (browsers drop '.' and '..' from addresses): choose another id"
-ODD_IDS = ["a/b", "a?b", "a#b", "50%", "a%2Fb", "é✓", 'a|"b"', "x/grade", "a+b", "../x", "a/./b", "a\\b"]
+ODD_IDS = [
+    "a/b",
+    "a?b",
+    "a#b",
+    "50%",
+    "a%2Fb",
+    "é✓",
+    "a b",
+    "a%20b",
+    "HR Policies/Leave Policy.md",
+    "tab\tx",
+    'a|"b"',
+    "x/grade",
+    "a+b",
+    "../x",
+    "a/./b",
+    "a\\b",
+]
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,15 @@ command's whole run; its kernels are called by name with its `call_function`, wh
 options classes) lives in the extension module it imports them from, `pyarrow._compute`.
 `sweep.formats.trec` reads TREC runs and qrels with `read_columns` (a file whose fields are
 separated by runs of spaces and tabs after `single_spaced` has rewritten it), and names the first
-bad line of a file it refuses.
+bad line of a file it refuses. Also here, the one rule for ids in TREC files (`trec_id` writes
+them percent-encoded, `id_in_trec` and, for a whole column at once, `percent_decoded` read them).
 """
 
 from __future__ import annotations
 
 import codecs
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -24,9 +26,16 @@ import pyarrow as pa
 from pyarrow import csv as pa_csv
 from pyarrow._compute import MatchSubstringOptions, SetLookupOptions, call_function
 
-from sweep.formats.lines import NOT_IN_IDS_RE2, nfc
+from sweep.formats.lines import NOT_IN_IDS, NOT_IN_IDS_RE2, nfc
 
-_NOT_AN_ID = "^$|" + NOT_IN_IDS_RE2  # an empty field, or a character no id may hold
+_NOT_AN_ID = "^$|" + NOT_IN_IDS_RE2  # an empty field, or a character a TREC file's field may not hold unencoded
+ANY_FIELD = "^$"  # only an empty field refused: a tab-separated file's fields may hold spaces
+_PERCENT = ord("%")
+_ENCODED = re.compile("%|" + NOT_IN_IDS.pattern)  # what `trec_id` percent-encodes
+_ESCAPES = re.compile(rb"(?:%[0-9A-Fa-f]{2})+")
+_HEX = np.full(256, -1, np.int16)  # each byte's value as a hex digit, -1 for the others
+for _digits, _first in ((b"0123456789", 0), (b"ABCDEF", 10), (b"abcdef", 10)):
+    _HEX[np.frombuffer(_digits, np.uint8)] = np.arange(_first, _first + len(_digits))
 _SPACE, _TAB, _NEWLINE, _RETURN = (ord(c) for c in " \t\n\r")
 _STRING = pa.dictionary(pa.int32(), pa.string())
 
@@ -89,6 +98,103 @@ def in_nfc(strings: Strings) -> tuple[Strings, int, str | None]:
     return Strings(_numpy(encoded.indices, np.int32)[strings.codes], encoded.dictionary), len(moved), moved[0]
 
 
+# ---------------------------------------------------------------- ids in TREC files (`sweep.formats.trec`)
+
+
+def trec_id(value: str) -> str:
+    """`value` as a TREC file carries it (module doc): `%`, whitespace and control characters
+    percent-encoded (their UTF-8 bytes, hex in upper case); any other id is itself."""
+    if "%" not in value and NOT_IN_IDS.search(value) is None:
+        return value
+    return _ENCODED.sub(lambda found: "".join(f"%{byte:02X}" for byte in found.group().encode()), value)
+
+
+def id_in_trec(field: str) -> str:
+    """The id a TREC file's `field` carries: each run of `%XX` escapes decoded, where its bytes are
+    UTF-8 (`sweep.formats.columns.percent_decoded` does the same to a column)."""
+
+    def decoded(found: re.Match[bytes]) -> bytes:
+        escaped = bytes.fromhex(found.group().replace(b"%", b"").decode("ascii"))
+        try:
+            escaped.decode("utf-8")
+        except UnicodeDecodeError:
+            return found.group()
+        return escaped
+
+    return _ESCAPES.sub(decoded, field.encode("utf-8")).decode("utf-8") if "%" in field else field
+
+
+def percent_decoded(strings: Strings) -> tuple[Strings, list[tuple[str, str]]]:
+    """`strings` with each run of `%XX` escapes decoded where its bytes are UTF-8 (the rule of
+    `sweep.formats.trec`), two strings that decode alike made one; with (as written, as read) for
+    each string whose escapes `trec_id` would not have written (hex in lower case, an escaped
+    character other than `%`, whitespace or a control character). A dictionary without `%`, the
+    usual one, is found so in one pass of pyarrow's; the others' strings are decoded at once, by
+    whole-array numpy operations on their UTF-8 bytes (Python's `id_in_trec` only for a string
+    whose escapes are not UTF-8, and Python's check of those that escape characters past ASCII)."""
+    dictionary = strings.dictionary
+    if not np.any(_utf8(dictionary) == _PERCENT):  # one pass over the bytes: 3 ms a million ids
+        return strings, []
+    has_percent = call_function("match_substring", [dictionary], MatchSubstringOptions("%"))
+    written = call_function("take", [dictionary, _int64(np.flatnonzero(_bits_of(has_percent)))])
+    read, odd = _unescaped(written)
+    if call_function("all", [call_function("equal", [written, read])]).as_py():
+        return strings, []
+    replaced = call_function("replace_with_mask", [dictionary, has_percent, read])
+    encoded = call_function("dictionary_encode", [replaced])  # strings that decode alike become one
+    shown = [(written[i].as_py(), read[i].as_py()) for i in odd.tolist()]
+    return Strings(_numpy(encoded.indices, np.int32)[strings.codes], encoded.dictionary), shown
+
+
+def _unescaped(strings: pa.StringArray) -> tuple[pa.StringArray, np.ndarray]:
+    """`strings` (offsets from 0) with their `%XX` escapes decoded, and the positions of those
+    holding escapes `trec_id` would not write: the bytes of all of them as one numpy array, each
+    escape's three bytes made one, the string offsets moved by what went."""
+    offsets = np.frombuffer(strings.buffers()[1], np.int32)[: len(strings) + 1].astype(np.int64)
+    data = np.frombuffer(strings.buffers()[2], np.uint8)[offsets[0] : offsets[-1]].copy()
+    offsets -= offsets[0]
+    starts = np.flatnonzero(data[:-2] == _PERCENT)
+    high, low = _HEX[data[starts + 1]], _HEX[data[starts + 2]]
+    string_of = np.searchsorted(offsets, starts, side="right") - 1
+    # an escape lies within one string, its two digits before the string's end
+    ok = (high >= 0) & (low >= 0) & (starts + 2 < offsets[string_of + 1])
+    escapes, string_of = starts[ok], string_of[ok]  # never overlapping: a digit is not `%`
+    byte = (_HEX[data[escapes + 1]] * 16 + _HEX[data[escapes + 2]]).astype(np.uint8)
+    lower = (data[escapes + 1] >= ord("a")) | (data[escapes + 2] >= ord("a"))
+    odd = lower | ((byte > 0x20) & (byte != _PERCENT) & (byte != 0x7F) & (byte < 0x80))
+    past_ascii = np.zeros(len(strings), bool)
+    past_ascii[string_of[byte >= 0x80]] = True
+    data[escapes] = byte
+    keep = np.ones(len(data), bool)
+    keep[escapes + 1] = keep[escapes + 2] = False
+    new_offsets = (offsets - 2 * np.searchsorted(escapes, offsets)).astype(np.int32)  # 2 bytes less an escape before
+    read = pa.Array.from_buffers(pa.string(), len(strings), [None, pa.py_buffer(new_offsets), pa.py_buffer(data[keep])])
+    odd_strings = np.zeros(len(strings), bool)
+    odd_strings[string_of[odd]] = True
+    try:
+        read.validate(full=True)
+    except pa.ArrowInvalid:  # escapes that are not UTF-8 stay as written: decode string by string
+        read = _string_array([id_in_trec(value) for value in strings.to_pylist()])
+        past_ascii[:] = True
+    for index in np.flatnonzero(past_ascii & ~odd_strings).tolist():  # only Python knows what is whitespace
+        odd_strings[index] = trec_id(read[index].as_py()) != strings[index].as_py() != read[index].as_py()
+    return read, np.flatnonzero(odd_strings)
+
+
+def _utf8(strings: pa.StringArray) -> np.ndarray:
+    """The bytes of `strings` (only theirs, where the array is a slice of a larger one), as numpy."""
+    if len(strings) == 0:
+        return np.empty(0, np.uint8)
+    offsets = np.frombuffer(strings.buffers()[1], np.int32)[strings.offset : strings.offset + len(strings) + 1]
+    return np.frombuffer(strings.buffers()[2], np.uint8)[offsets[0] : offsets[-1]]
+
+
+def _bits_of(mask: pa.BooleanArray) -> np.ndarray:
+    return _bits(mask.buffers()[1], mask.offset, len(mask)) & (
+        _bits(mask.buffers()[0], mask.offset, len(mask)) if mask.buffers()[0] is not None else True
+    )
+
+
 def _string_array(values: list[str]) -> pa.StringArray:
     """`values` as a pyarrow array, built from its buffers (`pa.array` would import pandas)."""
     data = [value.encode("utf-8") for value in values]
@@ -120,13 +226,18 @@ def index_in(strings: pa.StringArray, among: pa.StringArray) -> np.ndarray:
 
 
 def read_columns(
-    source: Path | bytes, names: Sequence[str], kinds: Mapping[str, str], delimiter: str, skip_rows: int = 0
+    source: Path | bytes,
+    names: Sequence[str],
+    kinds: Mapping[str, str],
+    delimiter: str,
+    skip_rows: int = 0,
+    refused: str = _NOT_AN_ID,
 ) -> dict[str, Strings | np.ndarray] | None:
     """The columns named in `kinds` ("string" or "float") of a file (or its bytes) whose lines hold
     the fields `names`, separated by single `delimiter`s, after `skip_rows` lines; None when the
     file is anything else: another number of fields on a line, runs of separators, a number that
-    is not one or is not finite, an empty string, a string column holding a character no id may
-    hold (`sweep.formats.lines`), bytes that are not UTF-8, no line at all."""
+    is not one or is not finite, a string matching `refused` (by default an empty string, or one
+    holding whitespace or a control character: `sweep.formats.lines.NOT_IN_IDS`), bytes that are not UTF-8, no line at all."""
     size = len(source) if isinstance(source, bytes) else source.stat().st_size
     try:
         table = pa_csv.read_csv(
@@ -158,8 +269,8 @@ def read_columns(
         chunks = table[name].chunks
         strings = Strings(np.concatenate([_numpy(chunk.indices, np.int32) for chunk in chunks]), chunks[0].dictionary)
         # an empty field is none to trec_eval, and whitespace other than the delimiter splits one
-        refused = call_function("match_substring_regex", [strings.dictionary], MatchSubstringOptions(_NOT_AN_ID))
-        if call_function("any", [refused]).as_py():
+        bad = call_function("match_substring_regex", [strings.dictionary], MatchSubstringOptions(refused))
+        if call_function("any", [bad]).as_py():
             return None
         columns[name] = strings
     return columns

@@ -24,7 +24,7 @@ import yaml
 from sweep.errors import InputError, where
 from sweep.formats.documents import SCALARS, Corpus, Document
 from sweep.formats.html_text import MalformedHtml, html_text
-from sweep.formats.lines import NOT_IN_IDS, file_kind, trec_safe
+from sweep.formats.lines import file_kind
 from sweep.formats.unique_keys import UniqueKeyLoader
 
 log = logging.getLogger(__name__)
@@ -53,9 +53,9 @@ def load_folder(folder: str | Path, *, ids: str = "path", folder_keys: Sequence[
 
     Ids: with `ids="path"` (the default), the path relative to `folder` with `/` separators
     (`hr/leave.md`); with `ids="stem"`, the file name without its extension (`leave`), and two
-    files with the same stem are an error naming both. An id must not hold whitespace or a control
-    character (`annual leave.md`: TREC files, which runs are logged as, cannot hold it): such a
-    file name is an error naming the file, to be renamed.
+    files with the same stem are an error naming both. An id keeps the file name's spaces and any
+    other character (`HR Policies/Annual Leave Policy.md`): TREC files, which runs are logged as,
+    carry it percent-encoded (`sweep.formats.trec`), and their readers decode it.
 
     Files are read as bytes: a UTF-8 byte order mark at the start is dropped (it is not text:
     offsets count from the character after it).
@@ -107,7 +107,6 @@ def load_folder(folder: str | Path, *, ids: str = "path", folder_keys: Sequence[
     if not folder.is_dir():
         raise InputError(f"{folder}: no such folder")
     found, ignored = _folder_files(folder)
-    _check_ids(folder, [(_document_id(relative, ids), relative) for relative, _ in found])
     if ids == "stem":
         first: dict[str, str] = {}
         for relative, _ in found:
@@ -147,17 +146,6 @@ def load_folder(folder: str | Path, *, ids: str = "path", folder_keys: Sequence[
 
 def _document_id(relative: str, ids: str) -> str:
     return relative if ids == "path" else PurePosixPath(relative).stem
-
-
-def _check_ids(folder: Path, documents: list[tuple[str, str]]) -> None:
-    """Every (id, relative path) `trec_safe`; the error names the first file (quoted: a name may
-    hold a line break) and counts the others."""
-    unsafe = [(doc_id, relative) for doc_id, relative in documents if NOT_IN_IDS.search(doc_id)]
-    if unsafe:
-        doc_id, relative = unsafe[0]
-        n_others = len(unsafe) - 1
-        others = f" (and {n_others} other file{'s' if n_others > 1 else ''} so named)" if n_others else ""
-        trec_safe(doc_id, str(folder), "document id", f"rename {relative!r}{others}")
 
 
 def check_ids(ids: Any) -> str:

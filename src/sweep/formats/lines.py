@@ -7,10 +7,11 @@ does not know is an error with the nearest known one, and so is a key an object 
 (`sweep.formats.unique_keys`). (Large files of whitespace-separated fields are read in columns:
 `sweep.formats.columns`.)
 
-Ids, the one rule for every reader and writer: an id (of a question or a document) is a non-empty
-string, or an integer, without whitespace or control characters (`trec_safe`), because TREC
-files, which every run is logged as (`run.trec`), separate their fields by whitespace and cannot
-hold them: such an id is refused where it is read, naming the file and the fix. An id is read in
+Ids, the one rule for every reader and writer: an id (of a question or a document) is a string
+that is not empty or blank, or an integer; it may hold spaces and any other character
+(`HR Policies/Annual Leave Policy.md`). TREC files, which every run is logged as (`run.trec`),
+separate their fields by whitespace, so they carry such an id percent-encoded (`%20` for a space,
+`%25` for `%`: `sweep.formats.trec`), and every TREC reader here decodes it. An id is read in
 Unicode NFC (`nfc`), the one form ids are compared in: `café` written as `e` and a combining
 accent (NFD, as macOS writes file names) is the same id as `café` written as one character, and
 a message naming both forms (`unicode_form`) says so where only the form differs. Otherwise an id
@@ -46,8 +47,8 @@ MAX_GRADE = 100  # grades are integers up to this; TREC qrels may also go as low
 RECOMMENDED_SIZE = (50, 200)
 RECOMMENDED_UNANSWERABLE_SHARE = (0.10, 0.20)
 
-# what no id may hold: whitespace and control characters (Unicode categories Z* and Cc), which
-# trec_eval, pandas or Python's str.split may take for a field separator
+# what a TREC file's field holds only percent-encoded: whitespace and control characters (Unicode
+# categories Z* and Cc), which trec_eval, pandas or Python's str.split may take for a field separator
 _NOT_IN_IDS = ((0x00, 0x20), (0x7F, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F),
                (0x205F, 0x205F), (0x3000, 0x3000))  # fmt: skip
 NOT_IN_IDS = re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in _NOT_IN_IDS) + "]")
@@ -163,13 +164,13 @@ def check_keys(record: Mapping[str, Any], known: Collection[str], at: str, what:
             )
 
 
-def identifier(value: Any, at: str, what: str, fix: str = "change it") -> str:
-    """An id given as a non-empty string or an integer, as a string in Unicode NFC (`nfc`); one
-    that is not `trec_safe` is an error ending with `fix`. The first id of a file that is not in
-    NFC is named in a warning, in both forms."""
+def identifier(value: Any, at: str, what: str) -> str:
+    """An id given as a non-blank string or an integer, as a string in Unicode NFC (`nfc`);
+    spaces and other characters kept. The first id of a file that is not in NFC is named in a
+    warning, in both forms."""
     if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
         raise InputError(f"{at}: missing or invalid {what}: {value!r}")
-    written = trec_safe(str(value), at, what, fix)
+    written = str(value)
     normal = nfc(written)
     if normal != written:
         _warn_not_nfc(at, what, written, normal)
@@ -223,18 +224,6 @@ def _warn_not_nfc(at: str, what: str, written: str, normal: str) -> None:
         "%s: %s %s is read as %s: ids are compared in Unicode NFC (the file's other ids in another form too, unnamed)",
         at, what, unicode_form(written), unicode_form(normal),
     )  # fmt: skip
-
-
-def trec_safe(value: str, at: str, what: str, fix: str = "change it") -> str:
-    """`value`, an id, when a TREC file can hold it (no whitespace, no control character); else an
-    error naming `what`, the character and `fix`."""
-    character = NOT_IN_IDS.search(value)
-    if character is not None:
-        raise InputError(
-            f"{at}: {what} {value!r} contains {character_name(character.group())}, which TREC files (run.trec) "
-            f"cannot hold: they separate fields by whitespace; {fix}"
-        )
-    return value
 
 
 def character_name(character: str) -> str:

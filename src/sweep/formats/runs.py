@@ -7,8 +7,9 @@ retriever's results (`from_ranked`), so that the ranking scored in memory is the
 trec_eval, pytrec_eval and `python -m sweep.evaluate` read back from the file `to_trec` writes,
 whose scores are written at full precision (`repr`: the same float read back, so no tie is made or
 broken on the way). A document appears at most once per query. Ids follow the one rule of
-`sweep.formats.lines` (no whitespace, no control character; Unicode NFC) where they are read and
-where a run is written as a TREC file (`to_trec`), so that reading it back gives the same ids.
+`sweep.formats.lines` (any non-blank string; Unicode NFC) where they are read; a TREC file carries
+them percent-encoded (`to_trec`, by `sweep.formats.trec.trec_id`: `HR%20Policies/Leave.md`) and
+its reader decodes them, so that reading it back gives the same ids, spaces included.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pandas as pd
 from sweep.errors import InputError, where
 from sweep.formats.columns import Strings, repeated_rows, string_array, trec_order
 from sweep.formats.lines import FirstSeen, check_keys, identifier, json_lines, nfc, regular_file, sniff
-from sweep.formats.trec import TrecRun, read_run, warn_repeated
+from sweep.formats.trec import TrecRun, read_run, trec_id, warn_repeated
 
 
 @dataclass(frozen=True)
@@ -121,11 +122,15 @@ class Run:
         return Run(self.frame[keep].reset_index(drop=True), self.name)
 
     def to_trec(self, path: str | Path, tag: str = "golden-sweep") -> None:
-        """The run as a TREC run file; an id a TREC file cannot hold is an error (`sweep.formats.lines.identifier`)."""
+        """The run as a TREC run file, its ids percent-encoded (`sweep.formats.trec.trec_id`: a space
+        as `%20`, `%` as `%25`), as `read` and `python -m sweep.evaluate` decode them; an empty id
+        is an error."""
         frame = self.frame
         for column, what in (("qid", "query id"), ("docid", "document id")):
-            for value in frame[column].cat.categories:
-                identifier(value, str(path), what)
+            if (frame[column].cat.categories == "").any():
+                raise InputError(f"{path}: an empty {what} cannot be written to a TREC file")
+            encoded = [trec_id(value) for value in frame[column].cat.categories]  # each id once
+            frame = frame.assign(**{column: frame[column].cat.rename_categories(encoded)})
         if frame.empty:  # every question abstained: an empty run file, as trec_eval reads it
             Path(path).write_text("", encoding="utf-8")
             return

@@ -8,18 +8,30 @@ parsed again. A file the parser still refuses, or whose columns break a rule bel
 once more line by line, only to raise an `InputError` naming the first bad line and what is
 wrong with it.
 
-Rules: ids are separated by spaces and tabs only, as trec_eval separates them, and a field
-holding a character no id may hold (other whitespace, a control character:
-`sweep.formats.lines.trec_safe`) is an error naming the line; no reader reads a quote as anything
-but a character. A grade is an integer from -MAX_GRADE to MAX_GRADE (negative: not relevant), and
-a document is judged at most once per query. A score is a finite number; a run line's fields
-past the sixth are ignored, as trec_eval ignores them; a document a run lists twice for a query
-keeps its best-ranked entry, with a warning. Ids are read in Unicode NFC, the form every id is
-compared in (`sweep.formats.lines.nfc`): a file with ids in another form (NFD, as macOS writes
-file names) gets one warning naming the first in both forms, and two ids that differ only in
-their form are one id (a qrels file that judges it twice is an error naming both). BEIR's `qrels/<split>.tsv` (one tab between fields,
-a header line, no iteration field) is read by the same reader; a file without the header line is
-read whole, with a warning.
+Rules: ids are separated by spaces and tabs only, as trec_eval separates them. An id is carried
+percent-encoded (`trec_id`, which `sweep.formats.runs.Run.to_trec` writes with): `%` as `%25`,
+and every character a field cannot hold (whitespace, a control character: `NOT_IN_IDS` of
+`sweep.formats.lines`) as its UTF-8 bytes, `%20` for a space, `%C2%A0` for a no-break space; so
+`HR Policies/Annual Leave Policy.md` is `HR%20Policies/Annual%20Leave%20Policy.md` in `run.trec`.
+Reading a TREC qrels or run file, every `%` followed by two hex digits is decoded (UTF-8; a `%`
+not so followed, or escapes that are not UTF-8, stay as written), so the ids read are the ids
+written, spaces included. Since this tool always writes `%` as `%25`, decoding is unambiguous for
+its own files; a file from another tool whose ids hold a literal `%41` is read as `A`: an escape
+this tool would not have written (any but `%25` and those of whitespace and control characters,
+or hex in lower case) gets one warning naming the first such id in both forms, and the fix
+(write `%` as `%25`). A field holding whitespace or a control character unencoded (a no-break
+space, say) is an error naming the line and the encoded form. No reader reads a quote as
+anything but a character. A grade is an integer from -MAX_GRADE to MAX_GRADE (negative: not
+relevant), and a document is judged at most once per query. A score is a finite number; a run
+line's fields past the sixth are ignored, as trec_eval ignores them; a document a run lists twice
+for a query keeps its best-ranked entry, with a warning. Ids are read in Unicode NFC, the form
+every id is compared in (`sweep.formats.lines.nfc`): a file with ids in another form (NFD, as
+macOS writes file names) gets one warning naming the first in both forms, and two ids that differ
+only in their form are one id (a qrels file that judges it twice is an error naming both).
+BEIR's `qrels/<split>.tsv` (one tab between fields, a header line, no iteration field) is read
+by the same reader, its ids as written (a field is all that lies between two tabs, spaces
+included, nothing decoded: BEIR's ids come from its JSON files); a file without the header line
+is read whole, with a warning.
 """
 
 from __future__ import annotations
@@ -34,23 +46,28 @@ import numpy as np
 
 from sweep.errors import InputError, where
 from sweep.formats.columns import (
+    ANY_FIELD,
     Strings,
+    id_in_trec,
     in_nfc,
+    percent_decoded,
     read_columns,
     repeated_rows,
     repeats_within,
     single_spaced,
+    trec_id,
     trec_order,
 )
 from sweep.formats.lines import (
     MAX_GRADE,
+    NOT_IN_IDS,
+    character_name,
     first_line,
     nfc,
     same_in_nfc,
     sniff,
     text_lines,
     trec_fields,
-    trec_safe,
     unicode_form,
 )
 
@@ -204,13 +221,31 @@ def _read(path: Path, layout: _Layout, skip_lines: int) -> dict[str, Strings | n
     """The columns of `layout.kinds` from the lines after the first `skip_lines`, or an InputError
     naming the first line pyarrow's parser refuses."""
     delimiter = "\t" if layout.tab_separated or "\t" in first_line(path) else " "
-    columns = read_columns(path, layout.names, layout.kinds, delimiter, skip_rows=skip_lines)
+    refused = {"refused": ANY_FIELD} if layout.tab_separated else {}  # BEIR: a field is all between two tabs
+    columns = read_columns(path, layout.names, layout.kinds, delimiter, skip_rows=skip_lines, **refused)
     if columns is None and not layout.tab_separated:
         max_fields = len(layout.names) if layout.extra_fields else None
         columns = read_columns(single_spaced(path.read_bytes(), max_fields), layout.names, layout.kinds, " ")
     if columns is None:
         _raise_first_bad_line(path, layout, skip_lines)
-    return _ids_in_nfc(path, columns)
+    return _ids_in_nfc(path, columns if layout.tab_separated else _ids_decoded(path, columns))
+
+
+def _ids_decoded(path: Path, columns: dict[str, Strings | np.ndarray]) -> dict[str, Strings | np.ndarray]:
+    """The query and document ids percent-decoded (module doc), with one warning naming the first
+    id whose escapes this tool would not have written."""
+    odd: list[tuple[str, str]] = []
+    for name in ("qid", "docid"):
+        columns[name], shown = percent_decoded(columns[name])
+        odd += shown
+    if odd:
+        written, read = odd[0]
+        log.warning(
+            "%s: %d %s escapes this tool does not write: %r is read as %r (`%%XX` is decoded in TREC files; "
+            "write a literal %% as %%25)",
+            path, len(odd), "id holds" if len(odd) == 1 else "ids hold", written, read,
+        )  # fmt: skip
+    return columns
 
 
 def _ids_in_nfc(path: Path, columns: dict[str, Strings | np.ndarray]) -> dict[str, Strings | np.ndarray]:
@@ -244,7 +279,10 @@ def _raise_first_bad_line(path: Path, layout: _Layout, skip_lines: int) -> None:
         for value, what in ((qid, "query id"), (docid, "document id")):
             if not value:
                 raise InputError(f"{at}: empty {what}")
-            trec_safe(value, at, what)
+            if not layout.tab_separated:
+                _check_field(value, at, what)
+        if not layout.tab_separated:
+            qid, docid = id_in_trec(qid), id_in_trec(docid)
         if layout.what == "run":
             _check_score(fields[layout.names.index("score")], at)
             continue
@@ -261,6 +299,16 @@ def _raise_first_bad_line(path: Path, layout: _Layout, skip_lines: int) -> None:
     if not judged and layout.what == "qrels":
         raise InputError(f"{path}: empty file (no judgments)")
     raise InputError(f"{path}: unreadable {layout.what} file")
+
+
+def _check_field(value: str, at: str, what: str) -> None:
+    """An error naming a field that holds whitespace or a control character unencoded, and the field encoded."""
+    character = NOT_IN_IDS.search(value)
+    if character is not None:
+        raise InputError(
+            f"{at}: {what} {value!r} contains {character_name(character.group())}, which a TREC file carries "
+            f"percent-encoded: write {trec_id(value)!r}"
+        )
 
 
 def _tab_fields(line: str) -> list[str]:
