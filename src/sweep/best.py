@@ -61,7 +61,7 @@ DIGEST = re.compile(r"[0-9a-f]{8}|[0-9a-f]{32}")  # a golden digest: MLflow's (r
 
 @dataclass(frozen=True)
 class BestRun:
-    """The run `best_run` chose, and how to run its configuration again."""
+    """The run `find_best` chose, and how to run its configuration again."""
 
     run_id: str
     value: float  # its value of the metric it was chosen by
@@ -76,9 +76,9 @@ class BestRun:
         return shlex.join(["python", "-m", "sweep", *self.overrides])
 
 
-def best_run(
-    metric: str,
-    experiment: str = DEFAULT_EXPERIMENT,
+def find_best(
+    metric: str = "ndcg_at_10",
+    experiment: str | None = None,
     sweep: str | None = None,
     maximize: bool = True,
     among: str = "best",
@@ -90,7 +90,9 @@ def best_run(
     golden file or folder, or a digest: `one_golden_set`). `among="tied"`: of those runs tied with
     that one (`sweep.evaluation.leaderboard.cheapest_tied`: Holm-corrected paired test over the
     questions), the one with the lowest `prefer` (a cost, e.g. `latency/search_ms_p50`; default
-    `CHEAPEST_BY`; only with `among="tied"`). Reading creates nothing: no store is an error."""
+    `CHEAPEST_BY`; only with `among="tied"`); `experiment`: default `DEFAULT_EXPERIMENT`. Reading
+    creates nothing: no store is an error."""
+    experiment = experiment or DEFAULT_EXPERIMENT
     if prefer is not None and not METRIC_NAME.fullmatch(prefer):
         raise InputError(f"--prefer {prefer!r}: not a metric name (letters, digits and _ - . / : space)")
     if among not in AMONG:
@@ -209,22 +211,6 @@ def left_out_note(left_out: int, kept: int, which: str, by_latest: bool) -> str:
     runs = "1 run scored on another golden set" if left_out == 1 else f"{left_out} runs scored on other golden sets"
     chooses = "; --golden chooses" if by_latest else ""
     return f"{runs} left out (the best is of the {kept} on {which}){chooses}"
-
-
-def find_best(
-    metric: str = "ndcg_at_10",
-    experiment: str | None = None,
-    sweep: str | None = None,
-    maximize: bool = True,
-    among: str = "best",
-    prefer: str | None = None,
-    golden: str | None = None,
-) -> BestRun:
-    """The finished run with the best `metric` (only the children of parent run `sweep`, if given)
-    on one golden set (the latest run's, or `golden`'s: a golden file or folder, or a digest);
-    `among="tied"`: the one with the lowest `prefer` of those statistically tied with it
-    (`best_run`)."""
-    return best_run(metric, experiment or DEFAULT_EXPERIMENT, sweep, maximize, among, prefer, golden)
 
 
 def best_config(
