@@ -29,7 +29,7 @@ from helpers import processes
 from helpers.commands import compose_config, one_error_line, runs_in, sweep, sweep_command, wait_for
 from helpers.stores import CLONE_NEWNS, CLONE_NEWUSER, MS_PRIVATE, MS_REC, on_a_full_disk, states
 from sweep.errors import InputError
-from sweep.experiment.cli import preflight
+from sweep.experiment.preflight import preflight
 from sweep.experiment.trial import warn_about_costly_settings
 from sweep.formats.corpus import load_corpus
 from sweep.formats.golden import load_golden

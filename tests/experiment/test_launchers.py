@@ -25,7 +25,8 @@ from helpers import processes
 from helpers.commands import runs_in, sweep, sweep_command, wait_for
 from helpers.processes import start_code
 from helpers.servers import free_port, stop_group, wait_until_answering
-from sweep.experiment.cli import ParentRunCallback, connecting_to_a_ray_cluster, preflight
+from sweep.experiment.cli import ParentRunCallback, connecting_to_a_ray_cluster
+from sweep.experiment.preflight import preflight
 from sweep.retrieval.cache import EmbeddingCache
 from sweep.tracking.lifecycle import MAX_RUN_NAME, run_name
 

@@ -1,5 +1,5 @@
 """Before Hydra starts, `python -m sweep` composes and checks every combination Hydra will launch
-(`cli.preflight`), reading the command line as Hydra does (`command_line`): a bad value in any
+(`sweep.experiment.preflight`), reading the command line as Hydra does (`command_line`): a bad value in any
 combination is one line and exit code 2 before the first runs. Hydra then composes each run or
 job itself, through its own unpatched code; Hydra's private versions of what `command_line` does
 are read here only, to show that both agree."""
@@ -19,6 +19,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from helpers.commands import one_error_line
 from sweep.experiment import cli
 from sweep.experiment.command_line import hydra_arguments_parser, sweep_combinations
+from sweep.experiment.preflight import preflight
 
 SWEEPS = [
     ["chunk=64,128", "index=flat,hnsw"],
@@ -68,7 +69,7 @@ def test_what_the_preflight_counts_is_what_hydra_launches(tmp_path, monkeypatch)
     argv = ["chunk=0,64", "model=bm25,tfidf", "chunk=0,128", "hydra/launcher=basic"]
     jobs = overrides_of_each_job(argv, tmp_path, monkeypatch)
     assert jobs == sweep_combinations(OverridesParser.create().parse_overrides(argv[:3]))
-    assert cli.preflight(["-m", *argv, f"hydra.sweep.dir={tmp_path}"]) == len(jobs) == 4
+    assert preflight(["-m", *argv, f"hydra.sweep.dir={tmp_path}"]) == len(jobs) == 4
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,8 @@ from helpers.commands import compose_config, runs_in, sweep
 from helpers.models import write_tiny_cross_encoder
 from helpers.servers import free_port
 from sweep.evaluation import score
-from sweep.experiment.cli import measured_overrides, preflight, verbosity_flags
+from sweep.experiment.cli import measured_overrides, verbosity_flags
+from sweep.experiment.preflight import preflight
 from sweep.experiment.trial import build_pipeline
 from sweep.formats.corpus import load_corpus
 from sweep.formats.golden import load_golden

@@ -18,7 +18,8 @@ from omegaconf import OmegaConf
 from helpers import processes
 from helpers.commands import compose_config, one_error_line, runs_in, sweep, sweep_command, wait_for
 from sweep.errors import InputError
-from sweep.experiment.cli import preflight, quoted
+from sweep.experiment.cli import quoted
+from sweep.experiment.preflight import preflight
 from sweep.experiment.trial import combination_digests
 from sweep.tracking.lifecycle import process_tags
 from sweep.tracking.reading import sweep_children
