@@ -27,6 +27,7 @@ from helpers.processes import start_code
 from helpers.servers import free_port, stop_group, wait_until_answering
 from sweep.experiment.cli import ParentRunCallback, connecting_to_a_ray_cluster
 from sweep.experiment.preflight import preflight
+from sweep.experiment.workers import GRACE_S
 from sweep.retrieval.cache import EmbeddingCache
 from sweep.tracking.lifecycle import MAX_RUN_NAME, run_name
 
@@ -210,7 +211,7 @@ def test_kill_9_of_a_joblib_sweeps_process_ends_its_workers(tmp_path, small_kb_f
         main.kill()
         main.wait(30)
         killed = time.monotonic()
-        while any(started(pid) == when for pid, when in workers.items()) and time.monotonic() - killed < 30:
+        while any(started(pid) == when for pid, when in workers.items()) and time.monotonic() - killed < 60:
             time.sleep(0.1)
         took = time.monotonic() - killed
         left = [pid for pid, when in workers.items() if started(pid) == when]
@@ -218,7 +219,8 @@ def test_kill_9_of_a_joblib_sweeps_process_ends_its_workers(tmp_path, small_kb_f
         for pid, when in workers.items():  # what a failed test would leave running
             if started(pid) == when:
                 os.kill(pid, 9)
-    assert left == [] and took < 5, (left, took)
+    # seconds alone; under a loaded machine's other tests, the worker's embedding batch ends first
+    assert left == [] and took < GRACE_S, (left, took)
     runs = wait_for(tmp_path / "mlflow.db", lambda runs: all(r["status"] != "RUNNING" for r in runs if r["child"]))
     assert sorted(r["status"] for r in runs if r["child"]) == ["KILLED", "KILLED"]
     _, logged = runs_in(f"sqlite:///{tmp_path / 'mlflow.db'}")

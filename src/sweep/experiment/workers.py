@@ -14,7 +14,7 @@ from sweep.errors import stop_on_signals
 
 log = logging.getLogger("sweep")
 SWEEP_PID = "SWEEP_MAIN_PID"  # the sweep's own process, set in its jobs: a worker it started ends with it
-GRACE_S = 10.0  # after the sweep's process died, how long a worker's run has to be marked KILLED
+GRACE_S = 30.0  # after the sweep's process died, how long a worker's run has to be marked KILLED (a busy machine's embedding batch ends first)
 WATCH_EVERY_S = 0.2  # how often a worker looks whether the sweep's process is still its parent
 _WATCHING: list[int] = []  # the sweep process this worker watches, once watched
 SWEEP_GONE: list[int] = []  # that process, once it is gone
