@@ -124,10 +124,11 @@ def trial_record(
     the questions pending review that the scoring left out) and `corpus`: the means, per type and
     per source, the calibration's and `stats` (times, latency, costs) as metrics; the tables a
     person reads first."""
-    metrics = dict(stats) | evaluation.mean | evaluation.type_means() | evaluation.source_means()
+    by_source = evaluation.source_means()
+    metrics = dict(stats) | evaluation.mean | evaluation.type_means() | by_source
     for name_, part in parts.items():
         metrics |= {f"member/{name_}/{metric}": value for metric, value in part.metrics.items()}
-    tables = evaluation_tables(evaluation)
+    tables = evaluation_tables(evaluation, per_source=bool(by_source))
     if calibration is not None:
         metrics["abstain/suggested_min_score"] = calibration.suggested
         metrics |= {f"abstain/at_suggested/{metric}": value for metric, value in calibration.at_suggested.items()}
@@ -149,16 +150,16 @@ def trial_record(
     )
 
 
-def evaluation_tables(evaluation: Evaluation, worst: int = WORST) -> dict[str, pd.DataFrame]:
-    """Per question (with its text), per type, per source (more than one), the worst questions and
-    the worst context, as flat tables (`TABLES`)."""
+def evaluation_tables(evaluation: Evaluation, per_source: bool, worst: int = WORST) -> dict[str, pd.DataFrame]:
+    """Per question (with its text), per type, per source (`per_source`: the questions come from
+    more than one), the worst questions and the worst context, as flat tables (`TABLES`)."""
     per_query = evaluation.per_query.reset_index()
     per_query.insert(2, "question", [evaluation.golden.by_id[q].question for q in per_query["qid"]])
     worst_table = evaluation.worst(worst).reset_index()
     worst_table["relevant"] = worst_table["relevant"].map(doc_grades)
     worst_table["retrieved"] = worst_table["retrieved"].map(doc_grades)
     tables = {"per_query": per_query, "per_type": evaluation.by("type").reset_index()}
-    if evaluation.source_means():
+    if per_source:
         tables["per_source"] = evaluation.by("source").reset_index()
     tables["worst_queries"] = worst_table
     if evaluation.context is not None and len(evaluation.context.frame):

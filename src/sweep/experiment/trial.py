@@ -257,7 +257,7 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
         )  # fmt: skip
         figures = trial_figures(record, evaluation.headline)
         try:
-            save_record(record, figures)
+            save_record(record, figures, with_config=False)
         finally:
             close_figures(figures)
     stats = retrieval.stats | timings

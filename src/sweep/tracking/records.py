@@ -179,16 +179,16 @@ def _git_commit() -> str | None:
     return result.stdout.strip() if result.returncode == 0 else None
 
 
-def save_record(record: TrialRecord, figures: Mapping[str, Any] | None = None) -> None:
+def save_record(record: TrialRecord, figures: Mapping[str, Any] | None = None, with_config: bool = True) -> None:
     """What `record` holds, into the active run (`sweep.tracking.lifecycle.trial_run`): its config
     (params: the resolved config flattened, and each config group's chosen option under the
     group's name, so the UI can filter and plot by it; the config and the command line that
     reproduce it as artifacts; the environment as tags), the golden set and the data digests,
     metrics, tables, the run file, the delivered chunks, the parts' candidates, and `figures`
     (artifact path -> matplotlib figure) as PNGs. A trial saves its record with the config alone
-    first, so that a run that fails later still says what it was, then whole: the config is
-    written again unchanged."""
-    if record.config:
+    first, so that a run that fails later still says what it was, then the rest of it
+    (`with_config=False`: the config is in the run already)."""
+    if with_config and record.config:
         mlflow.log_params(flatten(record.config) | dict(record.choices))
         mlflow.log_dict(dict(record.config), CONFIG)
         mlflow.log_dict({"overrides": list(record.overrides), "choices": dict(record.choices)}, OVERRIDES)
