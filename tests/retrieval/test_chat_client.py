@@ -165,14 +165,14 @@ def test_the_cost_cap_stops_before_the_request_that_would_pass_it(clean):
 
 def test_answers_that_cost_more_than_estimated_stop_the_run_and_are_kept(clean, tmp_path):
     clean.faults(usage_times=50)  # the server counts 50 times the tokens: the first answer passes the cap
-    before = clean.stats()["answered"]
     chat = client(clean, max_tokens=10, max_cost_usd=0.2, max_concurrency=1, cache_dir=str(tmp_path), **PRICES)
     real = 50 * (0.001 * word_tokens(PROMPTS[0]) + 0.002 * word_tokens(expected(PROMPTS[0])))
     with pytest.raises(
         InputError, match=rf"chat.max_cost_usd=0.2: the answers cost \${real:.4f} .* more than estimated"
     ):
         chat.complete_all(PROMPTS[:3])
-    assert clean.stats()["answered"] - before == 1 and len(list(tmp_path.glob("*.json"))) == 1
+    # this client's own count: the module's server also counts late answers to earlier tests' clients
+    assert chat.stats()["chat/requests"] == 1 and len(list(tmp_path.glob("*.json"))) == 1
 
 
 def test_a_second_run_from_the_cache_sends_nothing(clean, tmp_path):
