@@ -17,6 +17,15 @@ those messages; `{"prose": true}` answers text where JSON was asked for; `{"not_
 answers 200 with HTML; `{"no_usage": true}` leaves `usage` out; `{"usage_times": 50}` reports 50
 times the tokens; `{"echo_key": true}` answers 400 with the Authorization header in its message (as
 some gateways do); `{"refuse_json_mode": true}` answers 400 to a request with `response_format`.
+
+As a relevance judge (`POST /admin/judge`, kept until set again): `{"labels": {pair_key(query,
+passage): grade, ...}, "flip": 0.2, "seed": 7, "unknown": 0, "no_score": [query, ...],
+"late_score": [query, ...]}` answers a grading prompt (UMBRELA's `Query: ...` / `Passage: ...`)
+with `##final score: N`, N = `judged_grade(...)`: the label given for that exact (query, passage),
+`unknown` for a pair it was given no label for, and a seeded `flip` share of labelled pairs
+flipped (relevant -> 0, not relevant -> 2), so the expected agreement is known. A query in
+`no_score` is answered without a final score, also when asked again; one in `late_score` only
+when asked again.
 """
 
 from __future__ import annotations
@@ -52,6 +61,39 @@ def wrong_answer(messages: list[dict], json_mode: bool) -> str:
     return right_answer([{"role": "user", "content": last_user_message(messages)[::-1]}], json_mode)
 
 
+def pair_key(query: str, passage: str) -> str:
+    """How the judge's labels name a (query, passage) pair."""
+    return hashlib.sha256(f"{query}\x00{passage}".encode()).hexdigest()[:16]
+
+
+def flipped(key: str, seed: int, share: float) -> bool:
+    """Whether the judge flips the pair `key`: a seeded draw, the same in the test and the server."""
+    return int(hashlib.sha256(f"{seed}|{key}".encode()).hexdigest(), 16) % 1_000_000 < share * 1_000_000
+
+
+def judged_grade(query: str, passage: str, judge: dict) -> int:
+    """The grade the judge gives a pair (see the module's doc)."""
+    key = pair_key(query, passage)
+    if key not in judge.get("labels", {}):
+        return judge.get("unknown", 0)
+    grade = judge["labels"][key]
+    if flipped(key, judge.get("seed", 0), judge.get("flip", 0.0)):
+        return 0 if grade >= 1 else 2
+    return grade
+
+
+def judge_answer(messages: list[dict], judge: dict) -> str:
+    """The judge's answer to a grading prompt, or to the reminder after an answer without a score."""
+    prompt = next(message["content"] for message in messages if message["role"] == "user")
+    query = prompt.partition("Query: ")[2].partition("\nPassage: ")[0]
+    passage = prompt.partition("\nPassage: ")[2].rpartition("\n\nSplit this problem into steps:")[0]
+    asked_again = sum(message["role"] == "user" for message in messages) > 1
+    if query in judge.get("no_score", []) or (query in judge.get("late_score", []) and not asked_again):
+        return "The passage looks related to the query."
+    grade = judged_grade(query, passage, judge)
+    return f"M: {grade}\nT: 2\n##final score: {grade}"
+
+
 def word_tokens(text: str) -> int:
     """The server's token count: words."""
     return len(text.split())
@@ -70,6 +112,13 @@ def create_app(key: str | None = None) -> FastAPI:
         "last_body": None,
     }
     faults: dict = {}
+    judge: dict = {}
+
+    @app.post("/admin/judge")
+    async def set_judge(request: Request) -> dict:
+        judge.clear()
+        judge.update(await request.json())
+        return {"labels": len(judge.get("labels", {}))}
 
     @app.get("/admin/stats")
     def stats() -> dict:
@@ -122,7 +171,10 @@ def create_app(key: str | None = None) -> FastAPI:
         if faults.get("not_json"):
             return PlainTextResponse("<html>gateway</html>", status_code=200, media_type="text/html")
         planted = last_user_message(messages) in faults.get("wrong", [])
-        content = (wrong_answer if planted else right_answer)(messages, json_mode)
+        if judge and not json_mode:
+            content = judge_answer(messages, judge)
+        else:
+            content = (wrong_answer if planted else right_answer)(messages, json_mode)
         if json_mode and faults.get("prose"):
             content = f"Sure! The digest is {content}"
         state["answered"] += 1

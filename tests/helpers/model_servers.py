@@ -43,6 +43,32 @@ class Server:
         call(f"{self.root}/admin/faults", faults)
 
 
+class ChatServer(Server):
+    """`helpers/chat_server.py` started by a test: its tries so far, and its judge's settings."""
+
+    def requests(self) -> int:
+        return self.stats()["requests"]
+
+    def judge(self, **settings: Any) -> None:
+        call(f"{self.root}/admin/judge", settings)
+
+
+@contextlib.contextmanager
+def chat_server(key: str | None = None) -> Iterator[ChatServer]:
+    """The tests' chat server on a free port of 127.0.0.1 (with `key`: it asks for that key)."""
+    import subprocess
+    import sys
+
+    from helpers.servers import free_port
+
+    port = free_port()
+    arguments = [sys.executable, str(TESTS / "helpers" / "chat_server.py"), "--port", str(port)]
+    arguments += ["--key", key] if key else []
+    process = subprocess.Popen(arguments, env=environment(), stderr=subprocess.PIPE, text=True)
+    with answering(process, ChatServer(port), timeout=60) as running:
+        yield running
+
+
 @contextlib.contextmanager
 def answering(process: Any, server: Server, timeout: float) -> Iterator[Server]:
     """`server` once it answers (the test fails with what `process` printed if it does not within

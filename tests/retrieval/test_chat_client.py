@@ -7,20 +7,15 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from helpers.chat_server import MODEL_NAME, right_answer, word_tokens, wrong_answer
-from helpers.model_servers import Server, answering, environment
-from helpers.servers import free_port
+from helpers.model_servers import chat_server
 from sweep.errors import InputError
 from sweep.retrieval.chat_client import ChatClient, as_messages
 from sweep.retrieval.model_client import Usage
 
-SERVER = Path(__file__).parents[1] / "helpers" / "chat_server.py"
 KEY = "sk-chat-7c4e2a9b1d3f5e6a8b0c2d4e6f8a0b1c"  # a value that must never appear in anything written
 PROMPTS = [f"grade passage number {i} about annual leave and expenses" for i in range(8)]
 # US$ per token: 0.001 in, 0.002 out, so that costs read as token counts
@@ -29,17 +24,9 @@ PRICES = {"price_per_mtok": 1000.0, "output_price_per_mtok": 2000.0}
 pytestmark = pytest.mark.slow  # every test here talks to a real server on 127.0.0.1 (started once)
 
 
-class ChatServer(Server):
-    def requests(self) -> int:
-        return self.stats()["requests"]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = free_port()
-    arguments = [sys.executable, str(SERVER), "--port", str(port), "--key", KEY]
-    process = subprocess.Popen(arguments, env=environment(), stderr=subprocess.PIPE, text=True)
-    with answering(process, ChatServer(port), timeout=60) as running:
+    with chat_server(KEY) as running:
         yield running
 
 

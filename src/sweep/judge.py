@@ -1,0 +1,182 @@
+"""`python -m sweep.judge`: an LLM judge for pooled candidates, its agreement with people, and whether the sweep's decision survives it.
+
+    python -m sweep.judge grade QUEUE --golden GOLDEN --base-url URL --model NAME [--api-key-env VAR]
+                                [--max-cost-usd X] [--prompt FILE] [--calibration N] [--seed S]
+                                --output JUDGMENTS
+    python -m sweep.judge agree GOLDEN JUDGMENTS [--json]
+    python -m sweep.judge audit SWEEP --judgments JUDGMENTS [--golden GOLDEN] [--json]
+
+`grade` asks any OpenAI-compatible chat model for a 0-3 grade of every (question, document) pair
+of a `sweep.pool` queue (UMBRELA's prompt by default) and writes one JSON line per pair
+(`sweep.formats.judgments`); it never writes the golden file. `agree` measures the judge against
+people's grades on the pairs both graded; `audit` scores every run of a sweep again from its stored
+ranking with people's grades and with the holes filled by the judge, and says whether the
+leaderboard, the best configuration, the tied set and each pair's `sweep.check` verdict survive.
+Bad input is one `error:` line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from sweep.arguments import positive_int
+from sweep.errors import InputError, exit_2_on_bad_input
+from sweep.formats.corpus import load_corpus
+from sweep.formats.golden import load_golden
+from sweep.formats.judgments import JudgeGrade, write_judgments
+from sweep.labelling.grading import DEFAULT_PASSAGE_TOKENS, calibration_pairs, grade_pairs, load_template, pool_pairs
+from sweep.labelling.queue import load_queue, queue_corpus
+from sweep.retrieval.chat_client import ChatClient
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m sweep.judge", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_grade(commands.add_parser("grade", help="grade a pool's (question, document) pairs with an LLM"))
+    _add_agree(commands.add_parser("agree", help="the judge's agreement with people's grades"))
+    _add_audit(commands.add_parser("audit", help="does a sweep's decision survive the judge's grades?"))
+    return parser
+
+
+# ---------------------------------------------------------------- grade
+
+
+def _add_grade(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("queue", metavar="QUEUE", help="a labelling queue written by python -m sweep.pool")
+    parser.add_argument("--golden", required=True, help="the golden set the pool was built from")
+    parser.add_argument("--corpus", help="the corpus (default: the one the queue names)")
+    parser.add_argument("--base-url", required=True, help="the chat server, e.g. http://localhost:11434/v1")
+    parser.add_argument("--model", required=True, help="the model name the server knows")
+    parser.add_argument(
+        "--api-key-env", default="OPENAI_API_KEY", help="the environment variable holding the key (default %(default)s)"
+    )
+    parser.add_argument("--max-cost-usd", type=float, help="refuse before sending when the estimate is above this")
+    parser.add_argument("--price-per-mtok", type=float, help="US$ per million tokens sent (0 for a local server)")
+    parser.add_argument("--output-price-per-mtok", type=float, help="US$ per million tokens received")
+    parser.add_argument("--prompt", help="a prompt file with {query} and {passage} (default: UMBRELA's)")
+    parser.add_argument(
+        "--calibration", type=int, default=0, metavar="N", help="also grade N pairs people graded, drawn uniformly"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the calibration draw's seed (default %(default)s)")
+    parser.add_argument(
+        "--max-passage-tokens",
+        type=positive_int,
+        default=DEFAULT_PASSAGE_TOKENS,
+        help="documents longer than this are cut there, and the judgment says so (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-tokens", type=positive_int, default=512, help="the longest answer, and the estimate's (default 512)"
+    )
+    parser.add_argument("--max-concurrency", type=positive_int, default=4, help="requests at once (default 4)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
+    parser.add_argument(
+        "--cache-dir",
+        default=str(Path(os.environ.get("SWEEP_CACHE_DIR", ".cache/golden-sweep")) / "judge"),
+        help="answers kept here, so a second run sends nothing (default %(default)s)",
+    )
+    parser.add_argument("--output", required=True, metavar="JUDGMENTS", help="the judgments file to write (.jsonl)")
+
+
+def _grade(args: argparse.Namespace) -> int:
+    output = Path(args.output)
+    if not output.parent.is_dir():
+        raise InputError(f"--output {output}: no such folder {output.parent}")
+    if output.resolve() in {Path(args.golden).resolve(), Path(args.queue).resolve()}:
+        raise InputError(f"--output {output}: is the golden set or the queue; the judge never writes those")
+    if args.calibration < 0:
+        raise InputError(f"--calibration {args.calibration}: must be >= 0")
+    if args.max_cost_usd is not None and args.price_per_mtok is None:
+        raise InputError("--max-cost-usd needs --price-per-mtok (and --output-price-per-mtok) to estimate a cost")
+    template = load_template(args.prompt)
+    source, ids = (args.corpus, "path") if args.corpus else queue_corpus(Path(args.queue))
+    corpus = load_corpus(source, ids=ids)
+    golden = load_golden(args.golden, corpus, warn=False)
+    pairs = pool_pairs(load_queue(Path(args.queue), corpus), golden)
+    pooled = {(pair.qid, pair.doc) for pair in pairs}
+    pairs += [p for p in calibration_pairs(golden, args.calibration, args.seed) if (p.qid, p.doc) not in pooled]
+    chat = ChatClient(
+        args.model,
+        args.base_url,
+        args.api_key_env,
+        max_tokens=args.max_tokens,
+        max_concurrency=args.max_concurrency,
+        timeout=args.timeout,
+        price_per_mtok=args.price_per_mtok,
+        output_price_per_mtok=args.output_price_per_mtok,
+        max_cost_usd=args.max_cost_usd,
+        cache_dir=args.cache_dir,
+        settings="--",
+    )
+    grades = grade_pairs(pairs, golden, corpus, chat, template, args.max_passage_tokens)
+    try:
+        write_judgments(output, grades)
+    except OSError as error:
+        raise InputError(f"--output {output}: cannot write it ({error.strerror}); nothing was written") from None
+    print("\n".join(_graded_lines(grades, chat.stats("judge"), template.source)))
+    print(f"wrote {output}; compare with people: python -m sweep.judge agree {args.golden} {output}")
+    return 0
+
+
+def _graded_lines(grades: Sequence[JudgeGrade], stats: dict[str, float], prompt: str) -> list[str]:
+    """What the judge did: pairs and grades, missing and cut ones, requests, tokens and cost."""
+    counts = Counter(g.grade for g in grades if g.grade is not None)
+    missing = [g for g in grades if g.grade is None]
+    calibration = sum(g.calibration for g in grades)
+    lines = [
+        f"graded {len(grades) - len(missing)} of {len(grades)} pairs ({calibration} for calibration) with "
+        f"{grades[0].by if grades else 'no model'} (prompt: {prompt}): "
+        + ", ".join(f"grade {grade}: {counts[grade]}" for grade in sorted(counts)),
+        f"requests {stats['judge/requests']:.0f} sent, {stats['judge/cached']:.0f} from the cache; tokens "
+        f"{stats['judge/prompt_tokens']:.0f} in, {stats['judge/completion_tokens']:.0f} out"
+        + (f"; cost ${stats['cost/judge_usd']:.4f}" if "cost/judge_usd" in stats else ""),
+    ]
+    if missing:
+        first = missing[0]
+        lines.append(
+            f"warning: {len(missing)} answers had no final score after a second ask and are recorded without a "
+            f"grade, e.g. question {first.qid!r}, document {first.doc!r}: {' '.join((first.raw or '').split())[:80]!r}"
+        )
+    cut = [g for g in grades if g.cut_at_tokens is not None]
+    if cut:
+        lines.append(f"note: {len(cut)} documents were cut at {cut[0].cut_at_tokens} tokens (--max-passage-tokens)")
+    return lines
+
+
+# ---------------------------------------------------------------- agree
+
+
+def _add_agree(parser: argparse.ArgumentParser) -> None:
+    raise NotImplementedError
+
+
+def _agree(args: argparse.Namespace) -> int:
+    raise NotImplementedError
+
+
+# ---------------------------------------------------------------- audit
+
+
+def _add_audit(parser: argparse.ArgumentParser) -> None:
+    raise NotImplementedError
+
+
+def _audit(args: argparse.Namespace) -> int:
+    raise NotImplementedError
+
+
+COMMANDS = {"grade": _grade, "agree": _agree, "audit": _audit}
+
+
+@exit_2_on_bad_input
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return COMMANDS[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
