@@ -3,7 +3,9 @@
 Serves the page (`page.html`) and a JSON API on 127.0.0.1 only: add and edit questions (text,
 type, filters), mark a question unanswerable, grade documents 0 / 1 / 2 (each grade given or
 changed records the labeller and the time), record and remove evidence, search the corpus and add a document found to a question's candidates, watch the
-progress. Every change is saved (`sweep.labelling.golden_file`) before the answer is sent.
+progress. Every change is saved (`sweep.labelling.golden_file`) before the answer is sent. The
+judge's grades, if given, are shown as suggestions (`sweep.labelling.views`) and never written:
+a suggestion accepted is the person's grade, sent as any other.
 
 Answers: a bad change (an unknown document id, a span that is not the document's text) is
 refused with HTTP 400 and a message, and changes nothing; an unknown question is 404; a change
@@ -46,13 +48,14 @@ from sweep.labelling.changes import (
 from sweep.labelling.golden_file import GoldenFile, StaleWrite, UnknownQuestion
 from sweep.labelling.guard import guard
 from sweep.labelling.queue import Queue
-from sweep.labelling.views import Search, detail, progress, summary
+from sweep.labelling.views import Judgments, Search, detail, progress, summary
 
 PAGE = "page.html"
 
 
-def create_app(golden_file: GoldenFile, queue: Queue, labeller: str) -> Flask:
-    """`labeller`: the person grading, recorded as `by` of every grade they give or change."""
+def create_app(golden_file: GoldenFile, queue: Queue, labeller: str, judgments: Judgments | None = None) -> Flask:
+    """`labeller`: the person grading, recorded as `by` of every grade they give or change;
+    `judgments`: the judge's grades, shown as suggestions (None: no judge)."""
     corpus = golden_file.corpus
     app = Flask(__name__)
     # only this machine's names: another site's page cannot reach the app through DNS rebinding
@@ -76,9 +79,9 @@ def create_app(golden_file: GoldenFile, queue: Queue, labeller: str) -> Flask:
     def changed(question: Question, golden: GoldenSet, notes: Sequence[str] = ()) -> Response:
         """`golden`: the set just saved, from which the progress is computed."""
         return jsonify(
-            question=detail(question, queue, corpus),
+            question=detail(question, queue, corpus, judgments),
             summary=summary(question, queue),
-            progress=progress(golden, queue),
+            progress=progress(golden, queue, judgments),
             notes=list(notes),
             saved=datetime.now().strftime("%H:%M:%S"),
         )
@@ -101,7 +104,7 @@ def create_app(golden_file: GoldenFile, queue: Queue, labeller: str) -> Flask:
             f"Not saved: question {error.current.id} was changed in another tab or window since this page "
             "showed it. This page now shows the saved version; make the change again if it still applies."
         )
-        return jsonify(error=message, question=detail(error.current, queue, corpus)), 409
+        return jsonify(error=message, question=detail(error.current, queue, corpus, judgments)), 409
 
     @app.get("/")
     def page() -> Response:
@@ -119,7 +122,7 @@ def create_app(golden_file: GoldenFile, queue: Queue, labeller: str) -> Flask:
             corpus=corpus.source,
             pool=queue.source,
             questions=[summary(q, queue) for q in golden],
-            progress=progress(golden, queue),
+            progress=progress(golden, queue, judgments),
             types=sorted({q.type for q in golden} | {UNTYPED}),
             fields=sorted(corpus.metadata_fields),
         )
@@ -129,7 +132,7 @@ def create_app(golden_file: GoldenFile, queue: Queue, labeller: str) -> Flask:
         found = golden_file.read().by_id.get(qid)
         if found is None:
             raise UnknownQuestion(qid)
-        return jsonify(question=detail(found, queue, corpus))
+        return jsonify(question=detail(found, queue, corpus, judgments))
 
     @app.post("/api/questions")
     def add() -> tuple[Response, int]:
@@ -174,7 +177,7 @@ def create_app(golden_file: GoldenFile, queue: Queue, labeller: str) -> Flask:
     @app.post("/api/questions/<qid:qid>/delete")
     def delete(qid: str) -> Response:
         golden = golden_file.delete(qid, body().get("version"))
-        return jsonify(progress=progress(golden, queue), saved=datetime.now().strftime("%H:%M:%S"))
+        return jsonify(progress=progress(golden, queue, judgments), saved=datetime.now().strftime("%H:%M:%S"))
 
     @app.get("/api/documents/<doc:doc>")
     def document(doc: str) -> Response:

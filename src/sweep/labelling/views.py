@@ -1,18 +1,20 @@
 """What the labelling page is sent: progress, a question's summary and detail, and corpus search results.
 
-Plain JSON-ready dicts built from the golden set as saved, the queue and the corpus; the page
-(`page.html`) renders them.
+Plain JSON-ready dicts built from the golden set as saved, the queue, the corpus and the judge's
+grades (`--judgments`), if any; the page (`page.html`) renders them. A judge's grade is only a
+suggestion beside a candidate the person has not graded: the page sends a person's grade for it.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sweep.formats.corpus import Corpus, Document
 from sweep.formats.golden import RECOMMENDED_UNANSWERABLE_SHARE, GoldenSet, Provenance, Question, resolve_evidence
-from sweep.labelling.changes import UNANSWERABLE, added_from_search, marked_unanswerable, status
+from sweep.formats.judgments import JudgeGrade
+from sweep.labelling.changes import GRADES, UNANSWERABLE, added_from_search, marked_unanswerable, status
 from sweep.labelling.golden_file import version
 from sweep.labelling.queue import Candidate, Queue
 from sweep.text import single_line
@@ -20,10 +22,31 @@ from sweep.text import single_line
 SEARCH_RESULTS = 10
 SNIPPET = 160  # characters of a search result's text
 
+Judgments = Mapping[tuple[str, str], JudgeGrade]  # (question, document) -> the judge's grade
 
-def progress(golden: GoldenSet, queue: Queue) -> dict[str, Any]:
+
+def suggestion(judged: JudgeGrade) -> dict[str, Any]:
+    """The judge's grade as the page offers it: `grade` on the app's scale, where a grade above the
+    app's top one (UMBRELA's 3, perfectly relevant) is offered as the top one, 2; None when no grade
+    could be read from the judge's answer. `judge_grade`: the grade as the judge gave it."""
+    grade = None if judged.grade is None else min(judged.grade, max(GRADES))
+    return {"grade": grade, "judge_grade": judged.grade, "by": judged.by, "model": judged.model, "at": judged.at}
+
+
+def pending_suggestions(golden: GoldenSet, queue: Queue, judgments: Judgments) -> int:
+    """Candidates (pooled or added from search) a person has not graded and the judge has."""
+    pending = 0
+    for q in golden:
+        shown = {c.doc for c in queue.candidates.get(q.id, [])} | set(added_from_search(q))
+        judged = (judgments.get((q.id, doc)) for doc in shown - q.relevant.keys())
+        pending += sum(j is not None and j.grade is not None for j in judged)
+    return pending
+
+
+def progress(golden: GoldenSet, queue: Queue, judgments: Judgments | None = None) -> dict[str, Any]:
     """Judged / total pooled candidates, questions answered / marked unanswerable / still open,
-    and the unanswerable share against the guideline."""
+    the unanswerable share against the guideline, and the judge's suggestions pending (None:
+    no judgments loaded)."""
     statuses = [status(q) for q in golden]
     pooled = [(q, c.doc) for q in golden for c in queue.candidates.get(q.id, [])]
     marked = statuses.count(UNANSWERABLE)
@@ -40,6 +63,7 @@ def progress(golden: GoldenSet, queue: Queue) -> dict[str, Any]:
         "unanswerable_share": share,
         "guideline": [low, high],
         "share_status": "low" if share < low else "high" if share > high else "ok",
+        "suggestions": None if judgments is None else pending_suggestions(golden, queue, judgments),
     }
 
 
@@ -67,9 +91,11 @@ def pooled(candidate: Candidate, queue: Queue) -> dict[str, Any]:
     }
 
 
-def detail(question: Question, queue: Queue, corpus: Corpus) -> dict[str, Any]:
+def detail(question: Question, queue: Queue, corpus: Corpus, judgments: Judgments | None = None) -> dict[str, Any]:
     """A question with its candidates: pooled ones in pool order, then those added from search (in
-    the corpus still: metadata is not checked against it), then other judged documents."""
+    the corpus still: metadata is not checked against it), then other judged documents; an
+    ungraded one the judge graded carries its `suggestion`."""
+    judgments = judgments or {}
     resolved = resolve_evidence(GoldenSet((question,)), corpus).questions[0].evidence
     in_pool = {c.doc: c for c in queue.candidates.get(question.id, [])}
     added = [doc for doc in added_from_search(question) if doc in corpus.by_id and doc not in in_pool]
@@ -79,6 +105,7 @@ def detail(question: Question, queue: Queue, corpus: Corpus) -> dict[str, Any]:
         content = corpus.by_id[doc].content
         items = question.evidence.get(doc, ())
         graded_by = question.provenance.get(doc, Provenance())
+        judged = judgments.get((question.id, doc)) if doc not in question.relevant else None
         candidates.append(
             {
                 "doc": doc,
@@ -92,6 +119,7 @@ def detail(question: Question, queue: Queue, corpus: Corpus) -> dict[str, Any]:
                     item if isinstance(item, str) else (item.text or content[item.start : item.end]) for item in items
                 ],
                 "evidence_spans": [[s.start, s.end] for s in resolved.get(doc, ())],
+                "suggestion": suggestion(judged) if judged is not None else None,
             }
         )
     return {
