@@ -1,0 +1,158 @@
+"""Does a sweep's decision survive the judge? Its runs scored again from their stored rankings under other grades.
+
+Every finished child of a sweep is scored again from its `run.trec` (no retrieval, no model) under
+
+  people   people's grades, an unjudged document not relevant, scored as the sweep scored it
+           (condensed where it ran with `golden.condensed=true`), so this leaderboard is the
+           sweep's own, to the last per-question value;
+  judge    people's grades with the holes filled by the judge's (`with_judge_grades`), scored so too;
+  condensed  people's grades with every unjudged document left out of the rankings (trec_eval -J),
+
+and each leaderboard is built as the sweep built its own (`leaderboard.build`, the sweep's
+objective). The judge's and the condensed leaderboards are set against people's
+(`agreement.board_agreement`: Kendall's τ, the best, the tied set, each pair's `sweep.check`
+verdict), and the judge against people's grades on the pairs both graded
+(`agreement.judge_agreement`). `log_audit` writes the figures to the sweep's parent run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from sweep.errors import InputError
+from sweep.evaluation.agreement import BoardAgreement, JudgeAgreement, board_agreement, judge_agreement
+from sweep.evaluation.leaderboard import SweepResults, build
+from sweep.evaluation.record import TrialRecord, evaluation_tables
+from sweep.evaluation.registry import HEADLINE
+from sweep.evaluation.scoring import score
+from sweep.evaluation.significance import SEED
+from sweep.formats.golden import GoldenSet, load_golden
+from sweep.formats.judgments import JudgeGrade, load_judgments, person_grades, with_judge_grades
+from sweep.labelling.pooling import LATEST, golden_path
+from sweep.reporting.judge_report import side_by_side
+from sweep.tracking.audits import log_judge_audit
+from sweep.tracking.reading import LoggedRun, latest_sweep, logged_run, sweep_children
+from sweep.tracking.records import load_record
+from sweep.tracking.store import DEFAULT_EXPERIMENT, connect
+
+PEOPLE, JUDGE, CONDENSED = "people", "judge", "condensed"
+CONDENSED_PARAM = "golden.condensed"  # the setting a run was scored with (`sweep.experiment.trial`)
+GRADES = {
+    PEOPLE: "people's grades, unjudged = not relevant (as the sweep scored)",
+    JUDGE: "people's grades, holes filled by the judge",
+    CONDENSED: "people's grades, unjudged documents left out (condensed lists)",
+}
+
+
+@dataclass(frozen=True)
+class Audit:
+    """A sweep's leaderboards under each of `GRADES` and what the judge changed (module doc)."""
+
+    sweep_id: str
+    objective: str
+    golden: str  # the golden file people's grades were read from
+    judgments: str  # the judge's file
+    judge: JudgeAgreement  # the judge against people's grades
+    boards: dict[str, SweepResults]  # GRADES' keys -> the leaderboard under those grades
+    against_people: dict[str, BoardAgreement]  # JUDGE, CONDENSED -> its leaderboard against people's
+    filled: int  # judge's grades that filled a hole of the golden set
+
+    def metrics(self) -> dict[str, float]:
+        """What the parent run logs (`judge/*`); a NaN stays out of MLflow (`loggable`)."""
+        judged = self.against_people[JUDGE]
+        return {
+            "judge/kappa": self.judge.kappa,
+            "judge/weighted_kappa": self.judge.weighted_kappa,
+            "judge/tau": judged.tau,
+            "judge/same_best": float(judged.same_best),
+            "judge/same_tied": float(judged.same_tied),
+            "judge/verdict_flips": float(len(judged.flips)),
+            "judge/filled_judgments": float(self.filled),
+            **({"judge/condensed_tau": self.against_people[CONDENSED].tau} if CONDENSED in self.against_people else {}),
+        }
+
+
+def sweep_runs(sweep: str, experiment: str = DEFAULT_EXPERIMENT) -> tuple[LoggedRun, list[LoggedRun]]:
+    """The sweep's parent run (`latest`: the one started last in `experiment`) and its children,
+    earliest first; a sweep without a finished child is one line."""
+    connect(create=False)
+    parent = logged_run(latest_sweep(experiment) if sweep == LATEST else sweep)
+    if not parent.is_sweep:
+        raise InputError(f"{parent.run_id}: not a sweep's parent run (no sweep.parent tag); give the sweep's id")
+    children = sweep_children(parent.run_id)
+    if not any(child.status == "FINISHED" for child in children):
+        raise InputError(f"sweep {parent.run_id} has no finished run to audit")
+    return parent, children
+
+
+def rescored(record: TrialRecord, golden: GoldenSet, condensed: bool | None = None) -> TrialRecord:
+    """`record` (read with its results) scored again on `golden` from its stored ranking, as the
+    trial scored it (condensed or not as the run was, for `condensed=None`): its per-question
+    table and rank metrics replaced, the rest (its run id, status, params, tags, digests, costs,
+    context metrics) kept for the leaderboard."""
+    if condensed is None:
+        condensed = record.params.get(CONDENSED_PARAM) == "True"  # params hold the config as str() wrote it
+    evaluation = score(golden, record.results, condensed=condensed)
+    by_source = evaluation.source_means()
+    tables = evaluation_tables(evaluation, per_source=bool(by_source))
+    metrics = record.metrics | evaluation.mean | evaluation.type_means() | by_source
+    return replace(record, tables={"per_query": tables["per_query"]}, metrics=metrics)
+
+
+def boards_under(
+    objective: str, records: Sequence[TrialRecord], grades: Mapping[str, tuple[GoldenSet, bool | None]], seed: int
+) -> tuple[dict[str, list[TrialRecord]], dict[str, SweepResults]]:
+    """Per name of `grades` (name -> golden set, condensed or not or as scored): the records, the finished ones
+    scored again, and the leaderboard `build` makes of them."""
+    scored = {
+        name: [rescored(r, golden, condensed) if r.is_finished else r for r in records]
+        for name, (golden, condensed) in grades.items()
+    }
+    return scored, {name: build(objective, group, seed=seed) for name, group in scored.items()}
+
+
+def filled_holes(golden: GoldenSet, filled: GoldenSet) -> int:
+    """How many judgments `with_judge_grades` added."""
+    return sum(len(q.relevant) for q in filled) - sum(len(q.relevant) for q in golden)
+
+
+def audit_sweep(
+    sweep: str,
+    judgments: str | Path,
+    golden: str | Path | None = None,
+    experiment: str = DEFAULT_EXPERIMENT,
+    seed: int = SEED,
+) -> Audit:
+    """The audit of `sweep` (a parent run id or `latest`) with the judge's `judgments`; `golden`
+    defaults to the golden file the sweep's runs were scored on, read as it is now."""
+    graded: list[JudgeGrade] = load_judgments(judgments)
+    parent, children = sweep_runs(sweep, experiment)
+    finished = [child for child in children if child.status == "FINISHED"]
+    path = golden_path(finished, None if golden is None else str(golden))
+    people = load_golden(path, split=finished[0].params.get("golden.split", "test"), warn=False)
+    filled = with_judge_grades(people, graded)
+    records = [load_record(child, results=child.status == "FINISHED") for child in children]
+    objective = parent.tags.get("sweep.objective", HEADLINE)
+    grades = {PEOPLE: (people, None), JUDGE: (filled, None), CONDENSED: (people, True)}
+    scored, boards = boards_under(objective, records, grades, seed)
+    return Audit(
+        sweep_id=parent.run_id,
+        objective=objective,
+        golden=str(path),
+        judgments=str(judgments),
+        judge=judge_agreement(person_grades(people), graded, seed=seed),
+        boards=boards,
+        against_people={
+            name: board_agreement(boards[PEOPLE], boards[name], scored[PEOPLE], scored[name])
+            for name in (JUDGE, CONDENSED)
+        },
+        filled=filled_holes(people, filled),
+    )
+
+
+def log_audit(audit: Audit) -> list[str]:
+    """The audit's `judge/*` metrics and its leaderboards side by side (`tables/judge_audit.json`)
+    on the sweep's parent run; the artifact paths."""
+    return log_judge_audit(audit.sweep_id, audit.metrics(), {"tables/judge_audit.json": side_by_side(audit.boards)})
