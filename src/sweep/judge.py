@@ -151,22 +151,76 @@ def _graded_lines(grades: Sequence[JudgeGrade], stats: dict[str, float], prompt:
 
 
 def _add_agree(parser: argparse.ArgumentParser) -> None:
-    raise NotImplementedError
+    from sweep.evaluation.significance import SEED
+
+    parser.add_argument("golden", metavar="GOLDEN", help="the golden file: people's grades")
+    parser.add_argument("judgments", metavar="JUDGMENTS", help="the judge's file (python -m sweep.judge grade)")
+    parser.add_argument("--seed", type=int, default=SEED, help="the bootstrap's seed (default %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of lines")
 
 
 def _agree(args: argparse.Namespace) -> int:
-    raise NotImplementedError
+    # imported here, as in `_audit`: `grade` needs neither scipy's statistics nor the reports
+    import json
+
+    from sweep.evaluation.agreement import judge_agreement
+    from sweep.formats.golden import load_golden
+    from sweep.formats.judgments import load_judgments, person_grades
+    from sweep.reporting.judge_report import agreement_json, agreement_lines
+
+    judged = load_judgments(args.judgments)
+    people = person_grades(load_golden(args.golden, warn=False))
+    agreement = judge_agreement(people, judged, seed=args.seed)
+    if args.json:
+        print(json.dumps({"golden": args.golden, "judgments": args.judgments} | agreement_json(agreement), indent=2))
+        return 0
+    print(f"{args.judgments}: the judge against people's grades in {args.golden}")
+    print("\n".join(agreement_lines(agreement)))
+    return 0
 
 
 # ---------------------------------------------------------------- audit
 
 
 def _add_audit(parser: argparse.ArgumentParser) -> None:
-    raise NotImplementedError
+    from sweep.evaluation.significance import SEED
+    from sweep.labelling.pooling import LATEST
+    from sweep.tracking.store import DEFAULT_EXPERIMENT
+
+    parser.add_argument("sweep", metavar="SWEEP", help=f"the sweep's parent run id (`{LATEST}`: the last one)")
+    parser.add_argument("--judgments", required=True, help="the judge's file (python -m sweep.judge grade)")
+    parser.add_argument("--golden", help="people's grades (default: the golden file the sweep was scored on)")
+    parser.add_argument(
+        "--experiment", default=DEFAULT_EXPERIMENT, help=f"where `{LATEST}` looks (default %(default)r)"
+    )
+    parser.add_argument("--seed", type=int, default=SEED, help="the resampling's seed (default %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of lines")
 
 
 def _audit(args: argparse.Namespace) -> int:
-    raise NotImplementedError
+    # imported here: `grade` needs neither MLflow nor the scorer (MLflow alone takes seconds to import)
+    import json
+    import math
+
+    from sweep.labelling.audit import GRADES, audit_sweep, log_audit
+    from sweep.reporting.judge_report import agreement_json, agreement_lines, audit_json, audit_lines
+
+    audit = audit_sweep(args.sweep, args.judgments, args.golden, args.experiment, seed=args.seed)
+    logged = log_audit(audit)
+    if args.json:
+        found = {"sweep": audit.sweep_id, "golden": audit.golden, "judgments": audit.judgments}
+        found |= {"agreement": agreement_json(audit.judge), "filled_judgments": audit.filled}
+        found |= audit_json(audit.boards, audit.against_people, GRADES)
+        found["metrics"] = {key: value if math.isfinite(value) else None for key, value in audit.metrics().items()}
+        print(json.dumps(found, indent=2))
+        return 0
+    print(f"sweep {audit.sweep_id}: scored again from its runs' stored rankings; golden {audit.golden}")
+    print(f"the judge ({audit.judgments}) filled {audit.filled} holes of the golden set")
+    print("\n".join(audit_lines(audit.boards, audit.against_people, GRADES)))
+    print("the judge against people's grades:")
+    print("\n".join(f"  {line}" for line in agreement_lines(audit.judge)))
+    print(f"logged judge/* metrics and {', '.join(logged)} to the sweep's parent run {audit.sweep_id}")
+    return 0
 
 
 COMMANDS = {"grade": _grade, "agree": _agree, "audit": _audit}
