@@ -74,6 +74,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--gain", choices=["linear", "exponential"], default="linear", help="nDCG gain: grade (trec_eval) or 2^grade-1"
     )
+    parser.add_argument(
+        "--condensed",
+        action="store_true",
+        help="score each ranking without its unjudged documents (trec_eval -J); abstention and judged_at_k "
+        "still see the ranking as retrieved",
+    )
     parser.add_argument("--split", default="test", help="qrels split of a BEIR folder (default test)")
     parser.add_argument("--per-query", action="store_true", help="also report every question")
     parser.add_argument("--per-type", action="store_true", help="JSON: add type/<type>/<metric> means")
@@ -123,7 +129,9 @@ def score_trec(qrels: Qrels, run: TrecRun, args: argparse.Namespace) -> Scores:
     golden = Judgments.of_qrels(qrels)
     qrels_name, run_name = str(Path(args.qrels)), str(Path(args.run))
     warn_if_unbalanced(qrels_name, len(golden.ids), int((~golden.answerable).sum()))
-    scores = score_columns(golden, run, args.metrics, relevance_level=args.relevance_level, gain=args.gain)
+    scores = score_columns(
+        golden, run, args.metrics, relevance_level=args.relevance_level, gain=args.gain, condensed=args.condensed
+    )
     warn_unknown_queries(run_name, qrels_name, scores.unknown_queries)
     return scores
 
@@ -143,7 +151,9 @@ def evaluate(args: argparse.Namespace) -> Evaluation:
     except OSError as error:  # a file that exists but cannot be read
         raise InputError(str(error)) from None
     warn_if_split(golden, run, args.run)
-    return score(golden, run, args.metrics, relevance_level=args.relevance_level, gain=args.gain)
+    return score(
+        golden, run, args.metrics, relevance_level=args.relevance_level, gain=args.gain, condensed=args.condensed
+    )
 
 
 def warn_if_split(golden: GoldenSet, run: Run, run_path: str) -> None:

@@ -66,6 +66,27 @@ def test_jsonl_run_and_per_type_means(tmp_path):
     assert "type/unanswerable/recall_at_2" not in mean
 
 
+def test_condensed_scores_without_the_unjudged_documents_on_both_routes(tmp_path, seed_files):
+    """The seed run's unjudged d2 above vacation's d1, and laptop's three unjudged documents:
+    condensed, d1 is first and laptop's ranking is empty but was not an abstention. The JSONL run
+    (the pandas route) scores as the TREC files (read in columns) do."""
+    metrics = ("--metrics", "mrr,bpref,abstain/false_rate", "--json", "--per-query")
+    as_retrieved = json.loads(evaluate_cli(*seed_files, *metrics).stdout)
+    condensed = json.loads(evaluate_cli(*seed_files, *metrics, "--condensed").stdout)
+    assert as_retrieved["per_query"]["vacation"]["mrr"] == 0.5 and condensed["per_query"]["vacation"]["mrr"] == 1.0
+    assert condensed["per_query"]["laptop"] == {"mrr": 0.0, "bpref": 0.0}
+    assert condensed["mean"] == {"mrr": pytest.approx(2 / 3), "bpref": pytest.approx(2 / 3), "abstain/false_rate": 0.0}
+    run = tmp_path / "run.jsonl"
+    rankings: dict[str, list] = {}
+    for line in SEED_RUN.splitlines():
+        qid, _, doc, _, value, _ = line.split()
+        rankings.setdefault(qid, []).append([doc, float(value)])
+    run.write_text("".join(json.dumps({"id": qid, "results": hits}) + "\n" for qid, hits in rankings.items()))
+    assert json.loads(evaluate_cli(seed_files[0], run, *metrics, "--condensed").stdout) == condensed
+    report = evaluate_cli(*seed_files, "--condensed")
+    assert report.returncode == 0 and "bpref" in report.stdout, report.stderr
+
+
 def test_readable_report_on_the_bundled_example():
     result = evaluate_cli(EXAMPLE / "golden.jsonl", EXAMPLE / "run.trec")
     assert result.returncode == 0, result.stderr

@@ -59,7 +59,7 @@ def write_files(folder: Path, name: str, qrels_lines: list[str], run_lines: list
 
 
 def args(qrels: Path, run: Path, **options) -> argparse.Namespace:
-    defaults = {"metrics": None, "relevance_level": 1, "gain": "linear", "split": "test"}
+    defaults = {"metrics": None, "relevance_level": 1, "gain": "linear", "split": "test", "condensed": False}
     return argparse.Namespace(qrels=str(qrels), run=str(run), **(defaults | options))
 
 

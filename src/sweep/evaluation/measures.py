@@ -32,9 +32,12 @@ class RankedJudgments:
     """Every judged document a run retrieved, at its rank; one query per golden question.
 
     `hit_query`, `hit_rank` (1-based) and `hit_grade` describe one retrieved judged document
-    each (grade 0 and negative grades included), sorted by query, then rank. `ideal_query` and
-    `ideal_grade` hold each query's positive grades, sorted by query, then grade descending: the
-    ideal ranking. `top_score` is NaN for an empty result."""
+    each (grade 0 and negative grades included), sorted by query, then rank as retrieved.
+    `ideal_query` and `ideal_grade` hold each query's positive grades, sorted by query, then grade
+    descending: the ideal ranking; `n_graded_zero` counts each query's judgments of grade 0.
+    `top_score` is NaN for an empty result. With `condensed` (trec_eval -J), the metrics rank each
+    hit among its query's judged documents only (`scored_rank`); `hit_rank`, `n_retrieved` and
+    `top_score` still describe the ranking as retrieved."""
 
     n_queries: int
     hit_query: np.ndarray
@@ -42,10 +45,12 @@ class RankedJudgments:
     hit_grade: np.ndarray  # float
     ideal_query: np.ndarray
     ideal_grade: np.ndarray  # float
+    n_graded_zero: np.ndarray
     n_retrieved: np.ndarray
     top_score: np.ndarray
     relevance_level: int = 1  # binary metrics count grade >= this as relevant
     gain: str = "linear"  # nDCG gain: grade (trec_eval) or 2**grade - 1
+    condensed: bool = False  # unjudged documents left out of the ranking the metrics score
 
     def __post_init__(self) -> None:
         if self.gain not in GAINS:
@@ -113,6 +118,7 @@ class RankedJudgments:
             judged_grade[retrieved][by_key][position].astype(float),
             ideal_query[ideal],
             ideal_grade[ideal].astype(float),
+            np.bincount(judged_query[judged_grade == 0], minlength=n_queries),
             n_retrieved,
             top_score,
             relevance_level,
@@ -120,14 +126,27 @@ class RankedJudgments:
         )
 
     @cached_property
+    def scored_rank(self) -> np.ndarray:
+        """Each hit's rank in the ranking the metrics score: as retrieved, or when condensed its
+        place among its query's judged documents (the hits are exactly those)."""
+        return _ordinals(self.hit_query) if self.condensed else self.hit_rank
+
+    @cached_property
     def relevant(self) -> tuple[np.ndarray, np.ndarray]:
         """(query, rank) of each relevant hit (grade >= relevance_level), sorted as the hits are."""
         keep = self.hit_grade >= self.relevance_level
-        return self.hit_query[keep], self.hit_rank[keep]
+        return self.hit_query[keep], self.scored_rank[keep]
 
     @cached_property
     def n_relevant(self) -> np.ndarray:
         return np.bincount(self.ideal_query[self.ideal_grade >= self.relevance_level], minlength=self.n_queries)
+
+    @cached_property
+    def n_nonrelevant(self) -> np.ndarray:
+        """Judged documents graded 0 up to below the relevance level, per query; a negative grade
+        (trec_eval's -1: pooled but not judged) is neither relevant nor non-relevant."""
+        below = self.ideal_query[self.ideal_grade < self.relevance_level]
+        return self.n_graded_zero + np.bincount(below, minlength=self.n_queries)
 
     def relevant_within(self, k: int | None) -> np.ndarray:
         """|top-k ∩ R| per query."""
@@ -161,10 +180,10 @@ class RankedJudgments:
     @cached_property
     def discounted_gain(self) -> np.ndarray:
         """gain(grade) / log2(rank + 1) at each hit."""
-        return self._gain(self.hit_grade) * self.discount[self.hit_rank - 1]
+        return self._gain(self.hit_grade) * self.discount[self.scored_rank - 1]
 
     def dcg(self, k: int | None) -> np.ndarray:
-        return _sum_within(self.hit_query, self.hit_rank, k, self.discounted_gain, self.n_queries)
+        return _sum_within(self.hit_query, self.scored_rank, k, self.discounted_gain, self.n_queries)
 
     @cached_property
     def ideal_rank(self) -> np.ndarray:
@@ -283,11 +302,29 @@ def r_precision(r: RankedJudgments, k: None = None) -> np.ndarray:
     return _divide(np.bincount(query[at_r], minlength=r.n_queries), r.n_relevant)
 
 
+def bpref(r: RankedJudgments, k: None = None) -> np.ndarray:
+    """Σ over the relevant documents retrieved, r, of 1 - min(n_r, |R|) / min(|R|, |N|), divided by
+    |R|: n_r the judged non-relevant documents ranked above r, N every judged document graded below
+    the relevance level. Unjudged documents count for nothing, so holes do not lower it (trec_eval)."""
+    nonrelevant = (r.hit_grade >= 0) & (r.hit_grade < r.relevance_level)
+    above = np.cumsum(nonrelevant) - nonrelevant  # over all queries: less those above each query's first hit
+    starts = group_starts(r.hit_query)
+    above -= np.repeat(above[starts], np.diff(np.r_[starts, len(above)]))
+    query, _ = r.relevant
+    n_relevant = r.n_relevant[query]
+    # a non-relevant document ranks above a relevant one only where N > 0: no division by 0
+    wrong = np.minimum(above[r.hit_grade >= r.relevance_level], n_relevant) / np.maximum(
+        np.minimum(n_relevant, r.n_nonrelevant[query]), 1
+    )
+    return _divide(np.bincount(query, 1.0 - wrong, minlength=r.n_queries), r.n_relevant)
+
+
 def judged(r: RankedJudgments, k: int) -> np.ndarray:
     """|top-k ∩ J| / min(k, |run|), J every judged document (any grade, 0 included): the share of
     the documents a reader sees that someone judged. Below 1 the other metrics count unjudged
     documents as irrelevant, so a better system may score worse (a hole to pool and label).
-    Unlike ir_measures' Judged@k (/ k), a short ranking is not penalised; NaN for an empty one."""
+    Unlike ir_measures' Judged@k (/ k), a short ranking is not penalised; NaN for an empty one.
+    Always of the ranking as retrieved, condensed or not: the holes a condensed list steps over."""
     shown = np.minimum(r.n_retrieved, k).astype(float)
     counted = _sum_within(r.hit_query, r.hit_rank, k, None, r.n_queries)
     return np.divide(counted, shown, out=np.full(r.n_queries, np.nan), where=shown > 0)

@@ -65,6 +65,7 @@ MEASURES: tuple[Measure, ...] = (
     _rank("ndcg", "nDCG", measures.ndcg, "optional"),
     _rank("map", "MAP", measures.average_precision, "optional"),
     _rank("r_precision", "R-precision", measures.r_precision, "none"),
+    _rank("bpref", "bpref", measures.bpref, "none"),
     _rank("judged", "Judged", measures.judged, "required"),
     # ---- abstention: per question 1 for an empty result, averaged over a kind of question
     Measure(
@@ -146,7 +147,7 @@ DEFAULT_METRICS = (
     "precision_at_1", "precision_at_5", "precision_at_10",
     "hit_at_1", "hit_at_5", "hit_at_10",
     "mrr", "mrr_at_10", "ndcg_at_5", "ndcg_at_10", "ndcg_at_20", "map", "map_at_10", "r_precision",
-    "judged_at_5", "judged_at_10", "judged_at_20",
+    "bpref", "judged_at_5", "judged_at_10", "judged_at_20",
 )  # fmt: skip
 
 _NAME = re.compile(r"(?P<family>[a-z_]+?)(?:_at_(?P<k>-?\d+))?")  # a rank metric's name

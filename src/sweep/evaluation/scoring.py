@@ -241,15 +241,25 @@ def score(
     metrics: str | Sequence[str] | None = None,
     relevance_level: int = 1,
     gain: str = "linear",
+    *,
+    condensed: bool = False,
 ) -> Evaluation:
     """`metrics`: names such as "ndcg_at_10,mrr" (abstention rates included by name); None means
     DEFAULT_METRICS plus the abstention rates that apply to this golden set. Questions pending
-    review are not scored (module doc)."""
+    review are not scored (module doc). `condensed`: the rank metrics score each ranking without
+    its unjudged documents (trec_eval -J); abstention, `n_retrieved`, `top_score` and `judged_at_k`
+    still describe the ranking as retrieved (`score_columns`)."""
     scored = golden.reviewed
     if not len(scored):
         raise InputError(f"{golden.source}: every question is pending review; review them (python -m sweep.label)")
     scores = score_columns(
-        golden_judgments(scored), run.columns, metrics, relevance_level=relevance_level, gain=gain, ties=True
+        golden_judgments(scored),
+        run.columns,
+        metrics,
+        relevance_level=relevance_level,
+        gain=gain,
+        ties=True,
+        condensed=condensed,
     )
     unknown = [qid for qid in scores.unknown_queries if qid not in golden.by_id]  # pending questions are known
     warn_unknown_queries(run.name, golden.source, unknown)

@@ -10,7 +10,7 @@ once, by pyarrow's hash join (`index_in`), and the metrics are the numpy core's 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -118,15 +118,23 @@ def score_columns(
     relevance_level: int = 1,
     gain: str = "linear",
     ties: bool = False,
+    condensed: bool = False,
 ) -> Scores:
     """Every question of `golden` scored on `run`: `metrics` are names such as "ndcg_at_10,mrr"
     (abstention rates included by name), None for DEFAULT_METRICS and the abstention rates that
     apply. A question the run left out returned nothing (trec_eval -c); a run query that is not a
     question is not scored (`Scores.unknown_queries`). With `ties`, the ties the metrics' cutoffs
-    split are looked for (`Scores.tied`: `tied_at_cutoffs`)."""
+    split are looked for (`Scores.tied`: `tied_at_cutoffs`).
+
+    With `condensed` (trec_eval -J, ir_measures' judged-only), the rank metrics score each ranking
+    with its unjudged documents removed, and ties are looked for in those rankings. What describes
+    the ranking as retrieved stays so: `n_retrieved`, `top_score`, `judged_at_k` and abstention. A
+    question whose documents are all unjudged did not abstain: it answered, with nothing we can grade."""
     rank_metrics, abstain_metrics = select_metrics(metrics, has_unanswerable=not golden.answerable.all())
     query_row = index_in(run.qid.dictionary, golden.ids)
     ranked = rank(golden, run, relevance_level, gain, query_row)
+    if condensed:
+        run, ranked = judged_only(run, ranked, query_row), replace(ranked, condensed=True)
     return Scores(
         golden.ids,
         golden.types,
@@ -144,7 +152,7 @@ def tied_at_cutoffs(
     golden: Judgments, run: TrecRun, ranked: RankedJudgments, query_row: np.ndarray, cutoffs: Sequence[int]
 ) -> TiedAtCutoff | None:
     """`TiedAtCutoff` for `run` (in trec_eval's order) at `cutoffs`; None when no cutoff splits a
-    tie that way. Whole-array operations: first the two documents at each cutoff of each question
+    tie that way. `ranked` ranks its hits as `run` holds them (`scored_rank`). Whole-array operations: first the two documents at each cutoff of each question
     (a few comparisons a question); only where some tie, the run's stretches of equal scores."""
     codes, score = run.qid.codes, run.score
     cutoffs = sorted(set(cutoffs))
@@ -174,7 +182,7 @@ def tied_at_cutoffs(
     candidates = np.unique(stretch[at])
     first_row = np.zeros(ranked.n_queries, np.int64)
     first_row[rows[rows >= 0]] = starts[rows >= 0]
-    hit_stretch = stretch[first_row[ranked.hit_query] + ranked.hit_rank - 1]
+    hit_stretch = stretch[first_row[ranked.hit_query] + ranked.scored_rank - 1]
     position = np.searchsorted(candidates, hit_stretch).clip(max=len(candidates) - 1)
     inside = candidates[position] == hit_stretch
     which, grade = position[inside], ranked.hit_grade[inside]
@@ -202,6 +210,20 @@ def tied_at_cutoffs(
         last_rank=int(begin - start + size),
         score=float(score[row]),
         docs=docs,
+    )
+
+
+def judged_only(run: TrecRun, ranked: RankedJudgments, query_row: np.ndarray) -> TrecRun:
+    """The condensed run: `run` with only the documents `ranked` found judged, in their order."""
+    starts = group_starts(run.qid.codes)
+    rows = query_row[run.qid.codes[starts]]
+    first_row = np.zeros(ranked.n_queries, np.int64)
+    first_row[rows[rows >= 0]] = starts[rows >= 0]
+    kept = np.sort(first_row[ranked.hit_query] + ranked.hit_rank - 1)  # the run's order: its queries', then rank
+    return TrecRun(
+        Strings(run.qid.codes[kept], run.qid.dictionary),
+        Strings(run.docid.codes[kept], run.docid.dictionary),
+        run.score[kept],
     )
 
 

@@ -70,6 +70,7 @@ class GoldenSettings:
     split: Annotated[str, NonEmpty()] = "test"  # a BEIR folder's qrels/<split>.tsv
     corpus_ids: Annotated[str, OneOf(ID_SCHEMES)] = "path"  # a folder's document ids: relative path or file stem
     ignore_identical_ids: bool = False  # drop a retrieved document whose id is the question's (BEIR: ArguAna, Quora)
+    condensed: bool = False  # score each ranking without its unjudged documents (trec_eval -J)
 
 
 @dataclass
@@ -239,8 +240,9 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
         corpus, golden = data or load_data(cfg)
         with closing(pipeline.retriever):  # a vector database's collection or table goes, however the run ends
             retrieval = pipeline.retrieve(corpus, golden, name=name)
+        condensed = bool(OmegaConf.select(cfg, "golden.condensed", default=False))
         start = time.perf_counter()
-        evaluation = score(golden, retrieval.results)
+        evaluation = score(golden, retrieval.results, condensed=condensed)
         metrics_s, start = time.perf_counter() - start, time.perf_counter()
         context = score_contexts(golden, retrieval.contexts, retrieval.chunks, corpus, cfg.context.k)
         evaluation = evaluation.with_context(context)
@@ -248,7 +250,8 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
         timings = {"time/metrics_s": metrics_s, "time/context_metrics_s": time.perf_counter() - start}
         calibration = calibrate(evaluation, cfg.abstain.calibrate_on)
         parts = {
-            part: Part(score(golden, answers.results).mean, answers.hits) for part, answers in retrieval.parts.items()
+            part: Part(score(golden, answers.results, condensed=condensed).mean, answers.hits)
+            for part, answers in retrieval.parts.items()
         }
         record = trial_record(
             name, resolved, overrides, choices or {},
