@@ -62,7 +62,9 @@ def _add_grade(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--calibration", type=int, default=0, metavar="N", help="also grade N pairs people graded, drawn uniformly"
     )
-    parser.add_argument("--seed", type=int, default=0, help="the calibration draw's seed (default %(default)s)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the calibration draw's and the model's seed (default %(default)s)"
+    )
     parser.add_argument(
         "--max-passage-tokens",
         type=positive_int,
@@ -103,6 +105,7 @@ def _grade(args: argparse.Namespace) -> int:
         args.model,
         args.base_url,
         args.api_key_env,
+        seed=args.seed,
         max_tokens=args.max_tokens,
         max_concurrency=args.max_concurrency,
         timeout=args.timeout,

@@ -11,10 +11,11 @@ import pytest
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
+from helpers.data import golden_of
 from sweep.evaluation.agreement import NEITHER, NO_PAIRS, board_agreement, judge_agreement
 from sweep.evaluation.leaderboard import build
 from sweep.evaluation.record import TrialRecord
-from sweep.formats.judgments import JudgeGrade
+from sweep.formats.judgments import JudgeGrade, with_judge_grades
 
 
 def judged(qid: str, doc: str, grade: int | None, calibration: bool = False) -> JudgeGrade:
@@ -137,3 +138,17 @@ def test_tau_is_scipys_and_verdicts_flip_where_a_difference_appears():
 
     itself = board_agreement(old, old, before, before)
     assert itself.tau == 1.0 and itself.same_best and itself.same_tied and not itself.flips
+
+
+def test_the_judges_grades_above_peoples_highest_count_as_it():
+    # people grade 0-2, as the labelling app does; UMBRELA's 3 is their 2, in κ and in the holes filled
+    people = {("q1", "a"): 2, ("q1", "b"): 0, ("q2", "a"): 1, ("q2", "b"): 2}
+    judge = [judged("q1", "a", 3), judged("q1", "b", 0), judged("q2", "a", 3), judged("q2", "b", 2)]
+    agreement = judge_agreement(people, judge)
+    weighted = cohen_kappa_score([2, 0, 1, 2], [2, 0, 2, 2], weights="quadratic", labels=[0, 1, 2])
+    assert agreement.weighted_kappa == pytest.approx(weighted, abs=1e-9)
+    assert list(agreement.confusion.columns) == [0, 1, 2]  # no 3 left
+    golden = golden_of({"q1": {"a": 2}, "q2": {"a": 1}})
+    filled = with_judge_grades(golden, [judged("q1", "c", 3), judged("q2", "c", 1)])
+    assert filled.by_id["q1"].relevant == {"a": 2, "c": 2} and filled.by_id["q2"].relevant == {"a": 1, "c": 1}
+    assert filled.by_id["q1"].provenance["c"].by == "llm:qwen2.5:7b@3f2a9c1b"

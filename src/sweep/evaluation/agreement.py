@@ -43,6 +43,7 @@ import pandas as pd
 from sweep.evaluation.comparison import compare_records, gate
 from sweep.evaluation.leaderboard import ALPHA, SweepResults
 from sweep.evaluation.significance import BATCH_VALUES, RESAMPLES, SEED
+from sweep.formats.judgments import on_people_scale
 
 if TYPE_CHECKING:
     from sweep.evaluation.record import TrialRecord
@@ -103,7 +104,9 @@ def judge_agreement(
     resamples: int = RESAMPLES,
 ) -> JudgeAgreement:
     """The judge's grades `judged` against people's (`sweep.formats.judgments.person_grades`) on
-    the pairs both graded; NaN with a reason where a κ is undefined."""
+    the pairs both graded, the judge's on people's scale (`on_people_scale`: a grade above
+    people's highest is taken as it); NaN with a reason where a κ is undefined."""
+    judged = on_people_scale(judged, people)
     both = [(people[g.pair], g) for g in judged if g.grade is not None and g.pair in people]
     person = np.array([max(grade, 0) for grade, _ in both], dtype=int)
     judge = np.array([max(g.grade, 0) for _, g in both], dtype=int)

@@ -18,7 +18,7 @@ people graded (`--calibration N`), not from the pool. A pair appears at most onc
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -140,11 +140,20 @@ def person_grades(golden: GoldenSet) -> dict[tuple[str, str], int]:
     }
 
 
+def on_people_scale(grades: Sequence[JudgeGrade], people: Mapping[tuple[str, str], int]) -> list[JudgeGrade]:
+    """The judge's grades on people's scale: a grade above the highest grade people gave (UMBRELA's
+    3 where people grade 0-2, as the labelling app does; 2 and 3 where they grade 0-1) is taken as
+    that grade, so that a gain or a distance does not count a difference of scales."""
+    top = max(max(people.values(), default=1), 1)
+    return [replace(g, grade=top) if g.grade is not None and g.grade > top else g for g in grades]
+
+
 def with_judge_grades(golden: GoldenSet, grades: Sequence[JudgeGrade]) -> GoldenSet:
     """`golden` with its holes filled: each pair the golden set does not judge and the judge graded
-    (a grade was read) gets the judge's grade, `by` the judge. Judgments the golden set has stay."""
+    (a grade was read) gets the judge's grade on people's scale (`on_people_scale`), `by` the
+    judge. Judgments the golden set has stay."""
     by_question: dict[str, list[JudgeGrade]] = {}
-    for judged in grades:
+    for judged in on_people_scale(grades, person_grades(golden)):
         if judged.grade is not None and judged.qid in golden.by_id:
             by_question.setdefault(judged.qid, []).append(judged)
     questions = []

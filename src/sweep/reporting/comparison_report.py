@@ -53,11 +53,15 @@ def _describe(run: Any) -> dict[str, Any]:
 
 
 def _records(table: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    return {metric: {c: _plain(row[c]) for c in COLUMNS} for metric, row in table.iterrows()}
+    return {metric: {c: json_number(row[c]) for c in COLUMNS} for metric, row in table.iterrows()}
 
 
-def _plain(value: Any) -> Any:
-    """JSON's numbers: counts as integers, NaN as null."""
+def json_number(value: Any) -> Any:
+    """JSON's numbers, exact: counts as integers, NaN (and pandas' NA) as null, booleans as such."""
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
     if isinstance(value, (int, np.integer)):
         return int(value)
     value = float(value)

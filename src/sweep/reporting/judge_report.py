@@ -6,7 +6,6 @@ A verdict names the configuration that is significantly worse, or says neither i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,7 +13,7 @@ import pandas as pd
 
 from sweep.evaluation.agreement import NEITHER, BoardAgreement, JudgeAgreement
 from sweep.evaluation.leaderboard import SweepResults
-from sweep.reporting.comparison_report import _plain
+from sweep.reporting.comparison_report import json_number
 from sweep.reporting.configs import config_labels
 from sweep.reporting.formatting import MISSING, number
 
@@ -52,13 +51,13 @@ def agreement_lines(agreement: JudgeAgreement) -> list[str]:
 def agreement_json(agreement: JudgeAgreement) -> dict[str, Any]:
     a = agreement
     return {
-        "kappa": _plain(a.kappa),
-        "kappa_interval": [_plain(a.kappa_low), _plain(a.kappa_high)],
+        "kappa": json_number(a.kappa),
+        "kappa_interval": [json_number(a.kappa_low), json_number(a.kappa_high)],
         "kappa_reason": a.kappa_reason or None,
-        "weighted_kappa": _plain(a.weighted_kappa),
+        "weighted_kappa": json_number(a.weighted_kappa),
         "weighted_kappa_reason": a.weighted_reason or None,
         "weights": "quadratic, on the grade scale",
-        "bias": _plain(a.bias),
+        "bias": json_number(a.bias),
         "confusion": {
             "people": [int(g) for g in a.confusion.index],
             "judge": [int(g) for g in a.confusion.columns],
@@ -149,10 +148,13 @@ def audit_json(
     return {
         "objective": next(iter(boards.values())).objective,
         "grades": dict(descriptions),
-        "leaderboards": json.loads(table.to_json(orient="records")),  # NaN and <NA> as null
+        "leaderboards": [
+            {key: json_number(value) if key not in ("run_id", "config") else value for key, value in row.items()}
+            for row in table.to_dict(orient="records")
+        ],
         "against_people": {
             name: {
-                "tau": _plain(against.tau),
+                "tau": json_number(against.tau),
                 "same_best": against.same_best,
                 "best": list(against.best),
                 "same_tied": against.same_tied,
