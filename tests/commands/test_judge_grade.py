@@ -97,7 +97,8 @@ def test_every_grade_is_the_judges_and_a_second_run_sends_nothing(judge, pool, t
     assert changed and {(g.qid, g.doc) for g in grades if g.grade != truth[(g.qid, g.doc)]} <= changed
     assert all(g.calibration == ((g.qid, g.doc) in person_grades(golden)) for g in grades)
     assert Path(golden.source).read_bytes() == before_golden  # the judge never writes the golden file
-    first = capsys.readouterr().out
+    printed = capsys.readouterr()
+    first = printed.out + printed.err
     assert f"graded {len(grades)} of {len(grades)} pairs (10 for calibration)" in first
 
     sent = judge.requests()
