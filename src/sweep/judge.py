@@ -212,12 +212,18 @@ def _audit(args: argparse.Namespace) -> int:
     logged = log_audit(audit)
     if args.json:
         found = {"sweep": audit.sweep_id, "golden": audit.golden, "judgments": audit.judgments}
+        found["golden_the_sweep_scored_on"] = audit.same_golden
         found |= {"agreement": agreement_json(audit.judge), "filled_judgments": audit.filled}
         found |= audit_json(audit.boards, audit.against_people, GRADES)
         found["metrics"] = {key: value if math.isfinite(value) else None for key, value in audit.metrics().items()}
         print(json.dumps(found, indent=2))
         return 0
     print(f"sweep {audit.sweep_id}: scored again from its runs' stored rankings; golden {audit.golden}")
+    if audit.same_golden is False:
+        print(
+            f"warning: {audit.golden} is not the golden set the sweep was scored on (its digest differs): "
+            "'people' is the sweep scored again on the set as it is now, not the sweep's own leaderboard"
+        )
     print(f"the judge ({audit.judgments}) filled {audit.filled} holes of the golden set")
     print("\n".join(audit_lines(audit.boards, audit.against_people, GRADES)))
     print("the judge against people's grades:")

@@ -128,7 +128,7 @@ def test_the_audit_under_peoples_grades_is_the_sweeps_own_leaderboard(in_store, 
     golden = load_golden(source, warn=False)
     write_judgments(tmp_path / "judge.jsonl", planted_judge(golden, tops))
     audit = audit_sweep(parent, tmp_path / "judge.jsonl")
-    assert audit.golden == str(source) and audit.objective == "ndcg_at_10"
+    assert audit.golden == str(source) and audit.objective == "ndcg_at_10" and audit.same_golden is True
     for run_id in children.values():
         logged = load_record(run_id)
         again = rescored(load_record(run_id, results=True), golden)
@@ -159,6 +159,7 @@ def test_a_perfect_judge_changes_nothing(in_store, tmp_path, capsys):
     rows = found["leaderboards"]
     assert all(row["judge_mean"] == row["people_mean"] for row in rows) and len(rows) == 2
     assert found["filled_judgments"] == sum(len(docs) for docs in pooled(golden, tops).values()) > 0
+    assert found["golden_the_sweep_scored_on"] is False  # a copy with people's 0 grades added
     metrics = mlflow.MlflowClient(store).get_run(parent).data.metrics
     expected = {"judge/kappa": 1.0, "judge/weighted_kappa": 1.0, "judge/tau": 1.0, "judge/same_best": 1.0}
     assert {key: metrics[key] for key in expected} == expected
@@ -189,6 +190,7 @@ def test_a_planted_judge_turns_the_leaderboard(in_store, tmp_path, capsys):
     code, out, err = run_main(argv, capsys)
     assert code == 0, err
     assert f"Cohen's κ (relevant: grade >= 1): {kappa:.3f}" in out
+    assert f"warning: {labelled} is not the golden set the sweep was scored on (its digest differs)" in out
     assert "judge vs people: Kendall's τ -1.000; best: model=tfidf, not model=bm25" in out
     assert "model=bm25 vs model=tfidf: people neither worse, judge model=bm25 worse" in out
 

@@ -30,9 +30,10 @@ from sweep.evaluation.scoring import score
 from sweep.evaluation.significance import SEED
 from sweep.formats.golden import GoldenSet, load_golden
 from sweep.formats.judgments import JudgeGrade, load_judgments, person_grades, with_judge_grades
-from sweep.labelling.pooling import LATEST, golden_path
+from sweep.labelling.pooling import LATEST, corpus_of, golden_path
 from sweep.reporting.judge_report import side_by_side
 from sweep.tracking.audits import log_judge_audit
+from sweep.tracking.digests import file_order_digest, golden_digest, golden_digests
 from sweep.tracking.reading import LoggedRun, latest_sweep, logged_run, sweep_children
 from sweep.tracking.records import load_record
 from sweep.tracking.store import DEFAULT_EXPERIMENT, connect
@@ -58,6 +59,7 @@ class Audit:
     boards: dict[str, SweepResults]  # GRADES' keys -> the leaderboard under those grades
     against_people: dict[str, BoardAgreement]  # JUDGE, CONDENSED -> its leaderboard against people's
     filled: int  # judge's grades that filled a hole of the golden set
+    same_golden: bool | None  # whether `golden` is the set the sweep was scored on (None: its corpus is gone)
 
     def metrics(self) -> dict[str, float]:
         """What the parent run logs (`judge/*`); a NaN stays out of MLflow (`loggable`)."""
@@ -131,7 +133,7 @@ def audit_sweep(
     parent, children = sweep_runs(sweep, experiment)
     finished = [child for child in children if child.status == "FINISHED"]
     path = golden_path(finished, None if golden is None else str(golden))
-    people = load_golden(path, split=finished[0].params.get("golden.split", "test"), warn=False)
+    people, same_golden = people_grades(path, finished[0])
     filled = with_judge_grades(people, graded)
     records = [load_record(child, results=child.status == "FINISHED") for child in children]
     objective = parent.tags.get("sweep.objective", HEADLINE)
@@ -149,7 +151,20 @@ def audit_sweep(
             for name in (JUDGE, CONDENSED)
         },
         filled=filled_holes(people, filled),
+        same_golden=same_golden,
     )
+
+
+def people_grades(path: Path, run: LoggedRun) -> tuple[GoldenSet, bool | None]:
+    """The golden set at `path`, and whether it is the one `run` was scored on (its digest, taken
+    with the run's corpus as the run took it; None where that corpus is not there any more)."""
+    split = run.params.get("golden.split", "test")
+    try:
+        corpus, _ = corpus_of(run, None)
+    except InputError:
+        return load_golden(path, split=split, warn=False), None
+    people = load_golden(path, corpus, split=split, warn=False)
+    return people, bool(golden_digests(run.tags) & {golden_digest(people), file_order_digest(people)})
 
 
 def log_audit(audit: Audit) -> list[str]:
