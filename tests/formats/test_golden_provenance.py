@@ -132,3 +132,17 @@ def test_save_refuses_a_bad_provenance_and_leaves_the_file(tmp_path):
     with pytest.raises(InputError, match=r"g.jsonl:1: .*'by' is 'llm:no-hash'"):
         save_golden(replace(golden, questions=(bad, *golden.questions[1:])), path)
     assert path.read_bytes() == before
+
+
+def test_a_question_says_who_wrote_or_reviewed_it(tmp_path):
+    path = tmp_path / "golden.jsonl"
+    written = {"id": "g1", "question": "What is the hotel limit?", "source": "synthetic", "status": "pending",
+               "by": "llm:qwen2.5:7b@3f2a9c1b", "relevant": {}}  # fmt: skip
+    path.write_text(json.dumps(written) + "\n", encoding="utf-8")
+    golden = load_golden(path, warn=False)
+    assert golden.questions[0].origin == Provenance("llm:qwen2.5:7b@3f2a9c1b", None)
+    save_golden(golden, path)
+    assert json.loads(path.read_text(encoding="utf-8")) == written  # read back as written
+    path.write_text(json.dumps(written | {"by": "llm:no-hash"}) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"golden.jsonl:1: question 'g1': 'by' is 'llm:no-hash'"):
+        load_golden(path, warn=False)

@@ -183,6 +183,8 @@ def question_record(question: Question) -> dict[str, Any]:
     ):
         if value != default:
             record[key] = value
+    if question.origin is not None:
+        record |= question.origin.record()
     record["relevant"] = {
         doc: {"grade": grade, **question.provenance[doc].record()} if doc in question.provenance else grade
         for doc, grade in question.relevant.items()

@@ -34,7 +34,9 @@ from sweep.formats.provenance import JUDGMENT_KEYS, SOURCES, STATUSES, Provenanc
 from sweep.formats.trec import Qrels, read_beir_qrels, read_qrels
 from sweep.formats.unique_keys import UniqueKeyLoader, ids_as_written
 
-_QUESTION_KEYS = {"id", "question", "type", "source", "status", "relevant", "evidence", "filters", "tags", "metadata"}
+_QUESTION_KEYS = {
+    "id", "question", "type", "source", "status", "by", "at", "relevant", "evidence", "filters", "tags", "metadata",
+}  # fmt: skip
 CHUNKING_EVAL_QUESTIONS = "questions_df.csv"  # Chroma's chunking benchmark: this file + corpora/*.md
 
 # ---------------------------------------------------------------- JSONL and YAML
@@ -121,6 +123,7 @@ def _parse_question(record: Any, at: str) -> Question:
         source=choice(record, "source", SOURCES, f"{at}: question {qid!r}"),
         status=choice(record, "status", STATUSES, f"{at}: question {qid!r}"),
         provenance=graded_by,
+        origin=provenance(record, f"{at}: question {qid!r}"),
     )
 
 

@@ -40,6 +40,7 @@ class Question:
     source: str = HUMAN  # human or synthetic (generated)
     status: str = REVIEWED  # or pending: not scored until a person reviews it
     provenance: Mapping[str, Provenance] = field(default_factory=dict)  # document id -> who graded it, when
+    origin: Provenance | None = None  # who wrote the question (a person, or llm:<model>@<hash>) or reviewed it, when
 
     @property
     def answerable(self) -> bool:

@@ -7,8 +7,10 @@ grade, to say who gave it and when:
 
 `by` is a person's name, or `llm:<model>@<prompt hash>` for a model's grade; `at` is an ISO 8601
 time (what `datetime.fromisoformat` reads). A question may say where it came from, `source`
-(`human` or `synthetic`), and whether a person has reviewed it, `status` (`reviewed` or
-`pending`). A file without these fields means what it always meant: people's grades, questions
+(`human` or `synthetic`), whether a person has reviewed it, `status` (`reviewed` or
+`pending`), and who wrote it or, once reviewed, who reviewed it and when, `by` and `at` as a
+judgment has them (`{"id": "g7", ..., "source": "synthetic", "status": "pending", "by":
+"llm:qwen2.5:7b@3f2a9c1b"}`; accepted: `"status": "reviewed", "by": "ana", "at": ...`). A file without these fields means what it always meant: people's grades, questions
 written and reviewed by people. A pending question is not scored until a person reviews it
 (`GoldenSet.reviewed`).
 
