@@ -146,3 +146,15 @@ def test_a_question_says_who_wrote_or_reviewed_it(tmp_path):
     path.write_text(json.dumps(written | {"by": "llm:no-hash"}) + "\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"golden.jsonl:1: question 'g1': 'by' is 'llm:no-hash'"):
         load_golden(path, warn=False)
+
+
+def test_a_judgment_keeps_the_digest_of_the_document_it_graded(tmp_path):
+    path = tmp_path / "golden.jsonl"
+    judgment = {"grade": 2, "by": "ana", "at": "2026-12-06T10:00:00Z", "digest": "0123456789abcdef"}
+    path.write_text(json.dumps({"id": "q1", "question": "Leave?", "relevant": {"d1": judgment}}) + "\n", "utf-8")
+    golden = load_golden(path, warn=False)
+    assert golden.questions[0].provenance["d1"] == Provenance("ana", "2026-12-06T10:00:00Z", "0123456789abcdef")
+    assert json.loads(dumps_golden(golden))["relevant"]["d1"] == judgment
+    path.write_text(json.dumps({"id": "q1", "question": "Leave?", "relevant": {"d1": judgment | {"digest": "x"}}}))
+    with pytest.raises(InputError, match="'digest' is 'x'; expected the graded document's 16 hex digits"):
+        load_golden(path, warn=False)

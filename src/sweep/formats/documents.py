@@ -34,6 +34,12 @@ class Document:
         when there is no title or `prepend_title` is False."""
         return f"{self.title}\n\n{self.text}" if self.title and self.prepend_title else self.text
 
+    @property
+    def content_digest(self) -> str:
+        """sha256 of `content` (16 hex digits): what a judgment records of the text it graded, so
+        that an edit of the document since shows (`sweep.formats.provenance`)."""
+        return hashlib.sha256(self.content.encode("utf-8")).hexdigest()[:16]
+
 
 @dataclass(frozen=True)
 class Corpus:

@@ -5,7 +5,8 @@ grade, to say who gave it and when:
 
     "relevant": {"hr-leave-policy": {"grade": 2, "by": "ana", "at": "2026-12-06T10:00:00Z"}, "hr-faq": 0}
 
-`by` is a person's name, or `llm:<model>@<prompt hash>` for a model's grade; `at` is an ISO 8601
+and the content digest of the document as it was graded (`digest`, `Document.content_digest`),
+so that a document edited since shows (`python -m sweep.golden check`). `by` is a person's name, or `llm:<model>@<prompt hash>` for a model's grade; `at` is an ISO 8601
 time (what `datetime.fromisoformat` reads). A question may say where it came from, `source`
 (`human` or `synthetic`), whether a person has reviewed it, `status` (`reviewed` or
 `pending`), and who wrote it or, once reviewed, who reviewed it and when, `by` and `at` as a
@@ -33,20 +34,23 @@ REVIEWED, PENDING = "reviewed", "pending"
 STATUSES = (REVIEWED, PENDING)
 LLM = "llm:"  # how `by` names a model rather than a person
 _LLM_BY = re.compile(r"llm:(\S+)@([^\s@]+)")  # the model may hold an @ (a dated version); the hash may not
-JUDGMENT_KEYS = ("grade", "by", "at")
+JUDGMENT_KEYS = ("grade", "by", "at", "digest")
 
 
 @dataclass(frozen=True)
 class Provenance:
     """Who gave a judgment (a person's name, or `llm:<model>@<prompt hash>`) and when (ISO 8601,
-    as written); None where the file does not say."""
+    as written), and the content digest of the document as it was graded (`digest`:
+    `Document.content_digest`, which the labelling app records); None where the file does not say."""
 
     by: str | None = None
     at: str | None = None
+    digest: str | None = None
 
     def record(self) -> dict[str, str]:
         """The keys a judgment object holds besides its grade, in file order."""
-        return {key: value for key, value in (("by", self.by), ("at", self.at)) if value is not None}
+        pairs = (("by", self.by), ("at", self.at), ("digest", self.digest))
+        return {key: value for key, value in pairs if value is not None}
 
 
 def grader(value: Any, where: str) -> str:
@@ -74,11 +78,14 @@ def timestamp(value: Any, where: str) -> str:
 
 
 def provenance(record: dict[str, Any], where: str) -> Provenance | None:
-    """The `by` and `at` of a judgment object (None when it has neither)."""
-    if "by" not in record and "at" not in record:
+    """The `by`, `at` and `digest` of a judgment object (None when it has none of them)."""
+    if not {"by", "at", "digest"} & record.keys():
         return None
     by = grader(record["by"], where) if "by" in record else None
-    return Provenance(by, timestamp(record["at"], where) if "at" in record else None)
+    digest = record.get("digest")
+    if digest is not None and (not isinstance(digest, str) or re.fullmatch(r"[0-9a-f]{16}", digest) is None):
+        raise InputError(f"{where}: 'digest' is {digest!r}; expected the graded document's 16 hex digits")
+    return Provenance(by, timestamp(record["at"], where) if "at" in record else None, digest)
 
 
 def choice(record: dict[str, Any], key: str, allowed: tuple[str, ...], where: str) -> str:
