@@ -95,7 +95,7 @@ def test_yaml_reads_judgment_objects_and_its_own_timestamps(tmp_path):
         ({"grade": 2, "at": 1765015200}, r"g.jsonl:2: .*'at' is 1765015200; expected an ISO 8601 time"),
         ({"by": "ana"}, r"g.jsonl:2: question 'q1': judgment of 'd1' has no 'grade'"),
         ({"grade": "high", "by": "ana"}, r"g.jsonl:2: question 'q1': grade of 'd1' is 'high'; expected an integer"),
-        ({"grade": 2, "who": "ana"}, r"g.jsonl:2: question 'q1': judgment of 'd1' has a key 'who' it does not know \(known: at, by, grade\)"),
+        ({"grade": 2, "who": "ana"}, r"g.jsonl:2: question 'q1': judgment of 'd1' has a key 'who' it does not know \(known: at, by, digest, grade\)"),
     ],
 )  # fmt: skip
 def test_bad_provenance_is_one_line_naming_file_line_and_value(tmp_path, judgment, message):
