@@ -26,6 +26,17 @@ with `##final score: N`, N = `judged_grade(...)`: the label given for that exact
 flipped (relevant -> 0, not relevant -> 2), so the expected agreement is known. A query in
 `no_score` is answered without a final score, also when asked again; one in `late_score` only
 when asked again.
+
+As a question generator (`POST /admin/generate`, kept until set again): `{"plant": 0.4, "seed": 3,
+"duplicate_of": QUESTION}` answers a JSON-mode generation prompt (`Title: ...` / `Passage:` then
+the passage, as `prompts/generate.txt` ends) with `{"question", "evidence"}`: the evidence a
+sentence of at least 12 words that occurs once in the passage, the question `What does <title>
+say about <its 3 longest words>?` (`good_generation`). A seeded `plant` share of passages get a
+planted bad answer instead (`planted(passage, settings)` says which): `not_in_passage` (the
+evidence's words in reverse order), `copies_evidence` (the evidence as the question),
+`duplicate` (the question `duplicate_of`) and `unfindable` (a question of made-up words that
+BM25 cannot match). An unanswerable prompt (`Topics:` then `- title` lines) gets `{"question"}`,
+a question on its first title that no document answers (`unanswerable_question`).
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import re
 import time
 
 import uvicorn
@@ -94,6 +106,70 @@ def judge_answer(messages: list[dict], judge: dict) -> str:
     return f"M: {grade}\nT: 2\n##final score: {grade}"
 
 
+PLANTS = ("not_in_passage", "copies_evidence", "duplicate", "unfindable")
+SYLLABLES = ("ba", "ke", "zu", "vo", "ri", "ta", "mo", "pl", "qu", "ex", "lo", "fi", "gr", "un", "sa", "dr")
+FAR_AWAY = (
+    "for staff posted to the Antarctic research station",
+    "during a total solar eclipse",
+    "for colleagues who work on board the company yacht",
+)
+
+
+def _draw(text: str, seed: int) -> int:
+    return int(hashlib.sha256(f"{seed}|{text}".encode()).hexdigest(), 16)
+
+
+def planted(passage: str, settings: dict) -> str | None:
+    """The kind of bad answer the generator plants for `passage` (one of `PLANTS`), None for a
+    good one: a seeded draw, the same in the test and the server."""
+    draw = _draw(passage, settings.get("seed", 0))
+    if draw % 1_000_000 >= settings.get("plant", 0.0) * 1_000_000:
+        return None
+    return PLANTS[(draw // 1_000_000) % len(PLANTS)]
+
+
+def good_generation(title: str, passage: str) -> tuple[str, str]:
+    """The question and the evidence a generator gives a passage when nothing is planted."""
+    parts = [part.strip() for part in re.split(r"(?<=[.!?])\s+|\n+", passage)]
+    sentences = [part for part in parts if len(part.split()) >= 12 and passage.count(part) == 1]
+    evidence = (sentences or [max(parts, key=len)])[_draw(passage, 0) % max(len(sentences), 1)]
+    words = sorted({word.lower() for word in re.findall(r"[A-Za-z]{5,}", evidence)}, key=lambda w: (-len(w), w))[:3]
+    return f"What does {title} say about {', '.join(words)}?", evidence
+
+
+def made_up_question(passage: str) -> str:
+    """A question of made-up words (and stop words) that shares no term with any document."""
+    draw = _draw(passage, 1)
+    words = ["".join(SYLLABLES[(draw >> (4 * (i * 4 + j))) & 15] for j in range(3 + i % 2)) for i in range(4)]
+    return f"Is the {words[0]} {words[1]} of the {words[2]} {words[3]}?"
+
+
+def unanswerable_question(topics: list[str]) -> str:
+    """A question on the first topic that no document answers."""
+    return f"Is there guidance on {topics[0].lower()} {FAR_AWAY[_draw(topics[0], 0) % len(FAR_AWAY)]}?"
+
+
+def generation_answer(messages: list[dict], settings: dict) -> str:
+    """The generator's JSON answer to a generation prompt or an unanswerable one."""
+    prompt = last_user_message(messages)
+    if "\nTopics:\n" in prompt:
+        topics = [line.removeprefix("- ") for line in prompt.partition("\nTopics:\n")[2].splitlines() if line]
+        return json.dumps({"question": unanswerable_question(topics)})
+    title, _, passage = prompt.partition("\nTitle: ")[2].partition("\nPassage:\n")
+    passage = passage.removesuffix("\n")
+    question, evidence = good_generation(title, passage)
+    kind = planted(passage, settings)
+    if kind == "not_in_passage":
+        evidence = " ".join(reversed(evidence.split()))
+    elif kind == "copies_evidence":
+        question = evidence
+    elif kind == "duplicate":
+        question = settings["duplicate_of"]
+    elif kind == "unfindable":
+        question = made_up_question(passage)
+    return json.dumps({"question": question, "evidence": evidence})
+
+
 def word_tokens(text: str) -> int:
     """The server's token count: words."""
     return len(text.split())
@@ -113,6 +189,13 @@ def create_app(key: str | None = None) -> FastAPI:
     }
     faults: dict = {}
     judge: dict = {}
+    generate: dict = {}
+
+    @app.post("/admin/generate")
+    async def set_generate(request: Request) -> dict:
+        generate.clear()
+        generate.update(await request.json())
+        return generate
 
     @app.post("/admin/judge")
     async def set_judge(request: Request) -> dict:
@@ -173,6 +256,8 @@ def create_app(key: str | None = None) -> FastAPI:
         planted = last_user_message(messages) in faults.get("wrong", [])
         if judge and not json_mode:
             content = judge_answer(messages, judge)
+        elif generate and json_mode:
+            content = generation_answer(messages, generate)
         else:
             content = (wrong_answer if planted else right_answer)(messages, json_mode)
         if json_mode and faults.get("prose"):
