@@ -1,8 +1,9 @@
 """Reading logged runs back: `LoggedRun`, searching finished runs, a sweep's children, the artifacts a trial logged.
 
 What `sweep.tracking.records.load_record` assembles a record from: the tables, the TREC run file,
-the chunks each question got, the golden file a run was scored on. Artifacts are read through
-MLflow's client wherever they are (a local store's `file:` folders, a server's, a cloud's).
+the chunks each question got, the golden file a run was scored on (its path, and the copy it
+stored: `golden_copy`). Artifacts are read through MLflow's client wherever they are (a local
+store's `file:` folders, a server's, a cloud's).
 Reading creates nothing: no store, a store that cannot be reached, a malformed or unknown run id
 are each one line.
 """
@@ -43,6 +44,8 @@ METRIC_NAME = re.compile(r"[A-Za-z0-9_\-./: ]+")  # what a metric's name may hol
 RUN_FILE = "run.trec"
 RETRIEVED_CHUNKS = "tables/retrieved_chunks.json"
 MEMBER_HITS = "tables/member_hits.json"  # a hybrid's members' own hits
+GOLDEN_COPY = "golden"  # the folder of a run's artifacts holding the golden file it was scored on
+GOLDEN_CONTEXT = "golden"  # the context of the golden set's dataset input
 
 
 @dataclass(frozen=True)
@@ -272,16 +275,44 @@ def load_table(run: LoggedRun, path: str) -> pd.DataFrame | None:
         raise _unreadable(run, path, error) from None
 
 
+def golden_input(run_id: str, context: str = GOLDEN_CONTEXT) -> Any:
+    """The dataset input of the run `run_id` logged with `context` (MLflow's `DatasetInput`: the
+    golden set a run was scored on, `golden`, or the one it was edited from, `golden.parent`);
+    None when it has none."""
+    import mlflow
+    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+    inputs = mlflow.MlflowClient().get_run(run_id).inputs
+    for dataset_input in inputs.dataset_inputs if inputs is not None else ():
+        if any(tag.key == MLFLOW_DATASET_CONTEXT and tag.value == context for tag in dataset_input.tags):
+            return dataset_input
+    return None
+
+
 def golden_source(run: LoggedRun) -> str | None:
     """The golden file `run` was scored on: the source (an absolute path) of its `golden` dataset
     input; None when it has none."""
     import mlflow
 
-    inputs = mlflow.MlflowClient().get_run(run.run_id).inputs
-    for dataset_input in inputs.dataset_inputs if inputs is not None else ():
-        if any(tag.key == "mlflow.data.context" and tag.value == "golden" for tag in dataset_input.tags):
-            return getattr(mlflow.data.get_source(dataset_input.dataset), "uri", None)
-    return None
+    dataset_input = golden_input(run.run_id)
+    return None if dataset_input is None else getattr(mlflow.data.get_source(dataset_input.dataset), "uri", None)
+
+
+@contextmanager
+def golden_copy(run: LoggedRun) -> Iterator[Path]:
+    """The golden file `run` was scored on, as the run stored it (`golden/<file name>`; a BEIR or
+    chunking-benchmark folder as `golden/<folder name>/` with the files its questions were read
+    from), downloaded into a temporary folder and removed afterwards. A run that stored none
+    (logged before runs stored it, or scored on a set not read from a file) is one line."""
+    stored = sorted(_listed(run, GOLDEN_COPY))
+    if len(stored) != 1:
+        kind = "a sweep's parent run" if run.is_sweep else f"a {run.status} run"
+        raise InputError(
+            f"run {run.run_id} ({kind}) stored no golden file ({GOLDEN_COPY}/): it was logged before runs stored "
+            "the golden set they were scored on, or it holds no evaluation"
+        )
+    with artifact_file(run, stored[0]) as path:
+        yield path
 
 
 def load_run_file(run: LoggedRun) -> Run:

@@ -6,8 +6,9 @@ params, the resolved config flattened to dotted keys plus Hydra's chosen option 
 `metric_key`); tables as `mlflow.log_table` writes them (`tables/<name>.json`); `run.trec`; the
 chunks each question got (`tables/retrieved_chunks.json`); the parts' candidates
 (`tables/member_hits.json`); the golden set as a dataset input with its digest and the data
-digests as tags (`sweep.tracking.digests`); the plots the caller drew; tags for the git commit and
-package versions.
+digests as tags (`sweep.tracking.digests`), with the golden file itself and the set it was edited
+from (`sweep.tracking.lineage`); the plots the caller drew; tags for the git commit and package
+versions.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ from sweep.tracking.digests import (
     data_digests,
     golden_dataset,
 )
+from sweep.tracking.lineage import keep_golden_set
 from sweep.tracking.reading import (
+    GOLDEN_CONTEXT,
     MEMBER_HITS,
     RETRIEVED_CHUNKS,
     RUN_FILE,
@@ -297,12 +300,17 @@ def _logged_config(stored: LoggedRun) -> tuple[dict[str, Any], tuple[str, ...], 
 
 def _log_golden_input(record: TrialRecord) -> None:
     """The golden set as an MLflow dataset with its digest (`sweep.tracking.digests`), plus the data
-    digests as tags."""
+    digests as tags; the golden file kept with the run, and the set it was edited from as a second
+    dataset input (`sweep.tracking.lineage`)."""
     digests = data_digests(record.golden, record.corpus)
     dataset = golden_dataset(record.golden, digests[GOLDEN_DIGEST])
+    run = mlflow.active_run().info
+    kept, parents = keep_golden_set(record.golden, record.corpus, run.experiment_id, digests[GOLDEN_DIGEST])
     for attempt in range(3):
         try:
-            mlflow.log_input(dataset, context="golden")
+            mlflow.log_input(dataset, context=GOLDEN_CONTEXT)
+            if parents:
+                mlflow.MlflowClient().log_inputs(run.run_id, parents)
             break
         except mlflow.exceptions.MlflowException as error:
             # Workers of one sweep log the same dataset at once; MLflow checks that it exists, then
@@ -313,5 +321,6 @@ def _log_golden_input(record: TrialRecord) -> None:
             ):
                 raise
             time.sleep(0.2 * (attempt + 1))
-    # the corpus's path is absolute: sweep.pool reads it back from another folder
-    mlflow.set_tags(digests | {"data.corpus": str(Path(record.corpus.source).absolute())})
+    # the corpus's path is absolute: sweep.pool reads it back from another folder; in one write, so
+    # that a run tagged with its golden path has its lineage too (`sweep.tracking.lineage`)
+    mlflow.set_tags(digests | kept | {"data.corpus": str(Path(record.corpus.source).absolute())})
