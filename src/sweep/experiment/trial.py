@@ -35,6 +35,7 @@ from sweep.evaluation.abstention import Calibration, calibrate
 from sweep.evaluation.context import DEFAULT_CUTOFFS, score_contexts
 from sweep.evaluation.record import Part, TrialRecord, trial_record
 from sweep.formats.corpus import ID_SCHEMES, Corpus, load_corpus
+from sweep.formats.drift import changed_documents
 from sweep.formats.golden import GoldenSet, load_golden
 from sweep.reporting.logs import VERBOSITY
 from sweep.reporting.plots import close_figures, trial_figures
@@ -130,7 +131,23 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
 def load_data(cfg: DictConfig) -> tuple[Corpus, GoldenSet]:
     """The corpus and the golden set `cfg.golden` names, the evidence resolved against the corpus."""
     corpus = load_corpus(cfg.golden.corpus, ids=cfg.golden.corpus_ids)
-    return corpus, load_golden(cfg.golden.path, corpus, split=cfg.golden.split)
+    golden = load_golden(cfg.golden.path, corpus, split=cfg.golden.split)
+    warn_about_drift(golden, corpus)
+    return corpus, golden
+
+
+def warn_about_drift(golden: GoldenSet, corpus: Corpus) -> None:
+    """One warning, with the count, when documents were edited since the golden set graded them
+    (a judgment's digest is not the document's now; `sweep.formats.drift`): those grades may be stale."""
+    changed = changed_documents(golden, corpus)
+    if changed:
+        documents = len({c["document"] for c in changed})
+        log.warning(
+            "%s: %d judgments grade %d documents whose text changed since they were graded: their grades may be "
+            "stale; python -m sweep.golden check %s --corpus %s lists them; see docs/versions.md#drift",
+            golden.source, len(changed), documents, golden.source, corpus.source,
+            extra={"once": "drift"},
+        )  # fmt: skip
 
 
 def combination_digests(cfg: DictConfig) -> list[str]:
