@@ -59,7 +59,7 @@ def test_option_instantiates(group, option, tmp_path):
     OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
     node = OmegaConf.select(cfg, group.replace("/", "."))
     if "_target_" not in node:  # golden: paths, not an object
-        assert set(node) == {"path", "corpus", "split", "corpus_ids", "ignore_identical_ids", "condensed"}
+        assert set(node) == {"path", "corpus", "split", "corpus_ids", "ignore_identical_ids", "condensed", "status"}
         return
     built = instantiate(node, _convert_="all")
     if GROUPS[group] is not None:

@@ -37,6 +37,7 @@ from sweep.evaluation.record import Part, TrialRecord, trial_record
 from sweep.formats.corpus import ID_SCHEMES, Corpus, load_corpus
 from sweep.formats.drift import changed_documents
 from sweep.formats.golden import GoldenSet, load_golden
+from sweep.formats.provenance import REVIEWED
 from sweep.reporting.logs import VERBOSITY
 from sweep.reporting.plots import close_figures, trial_figures
 from sweep.retrieval.pipeline import Pipeline
@@ -56,6 +57,7 @@ HOW_IT_RUNS = (RESUME, VERBOSITY_KEY)
 NO_RESULT_KEYS = (RESUME, "cache_dir")  # settings that change no measurement (nor do values that refer to them)
 WARNINGS_PAGE = "docs/commands.md#warnings"  # where each warning of a run is explained
 IGNORES_FILTERS = "sweep.retrieval.filters.NoFilter"  # `filter=none`: the questions' filters change no measurement
+SCORED = (REVIEWED, "all")  # `golden.status`: the questions a run scores
 
 
 @dataclass
@@ -72,6 +74,7 @@ class GoldenSettings:
     corpus_ids: Annotated[str, OneOf(ID_SCHEMES)] = "path"  # a folder's document ids: relative path or file stem
     ignore_identical_ids: bool = False  # drop a retrieved document whose id is the question's (BEIR: ArguAna, Quora)
     condensed: bool = False  # score each ranking without its unjudged documents (trec_eval -J)
+    status: Annotated[str, OneOf(SCORED)] = REVIEWED  # reviewed: questions pending review are not scored; all: they are
 
 
 @dataclass
@@ -129,11 +132,13 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
 
 
 def load_data(cfg: DictConfig) -> tuple[Corpus, GoldenSet]:
-    """The corpus and the golden set `cfg.golden` names, the evidence resolved against the corpus."""
+    """The corpus and the golden set `cfg.golden` names, the evidence resolved against the corpus;
+    with `golden.status=all`, its questions pending review counted as reviewed (scored, and in its digest)."""
     corpus = load_corpus(cfg.golden.corpus, ids=cfg.golden.corpus_ids)
     golden = load_golden(cfg.golden.path, corpus, split=cfg.golden.split)
     warn_about_drift(golden, corpus)
-    return corpus, golden
+    pending_scored = OmegaConf.select(cfg, "golden.status", default=REVIEWED) != REVIEWED
+    return corpus, golden.all_reviewed() if pending_scored else golden
 
 
 def warn_about_drift(golden: GoldenSet, corpus: Corpus) -> None:

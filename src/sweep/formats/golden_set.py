@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -115,6 +115,13 @@ class GoldenSet:
             len(self),
         )
         return GoldenSet(tuple(q for q in self.questions if q.status != PENDING), source=self.source)
+
+    def all_reviewed(self) -> GoldenSet:
+        """Every question counted as reviewed, those pending review too (`golden.status=all`): they
+        are then scored, and in the golden set's digest, as reviewed ones are."""
+        if not any(q.status == PENDING for q in self.questions):
+            return self
+        return GoldenSet(tuple(replace(q, status=REVIEWED) for q in self.questions), source=self.source)
 
     def stats(self) -> dict[str, Any]:
         """Counts per type, answerable vs unanswerable, and labels per question."""

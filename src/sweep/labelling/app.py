@@ -2,8 +2,10 @@
 
 Serves the page (`page.html`) and a JSON API on 127.0.0.1 only: add and edit questions (text,
 type, filters), mark a question unanswerable, grade documents 0 / 1 / 2 (each grade given or
-changed records the labeller and the time), record and remove evidence, search the corpus and add a document found to a question's candidates, watch the
-progress. Every change is saved (`sweep.labelling.golden_file`) before the answer is sent. The
+changed records the labeller, the time and the document's content digest), record and remove
+evidence, search the corpus and add a document found to a question's candidates, review the
+questions pending review (listed first: accept, replace their evidence, or reject, which deletes
+them), watch the progress. Every change is saved (`sweep.labelling.golden_file`) before the answer is sent. The
 judge's grades, if given, are shown as suggestions (`sweep.labelling.views`) and never written:
 a suggestion accepted is the person's grade, sent as any other.
 
@@ -32,9 +34,11 @@ from werkzeug.exceptions import HTTPException
 
 from sweep.errors import InputError
 from sweep.formats.golden import UNTYPED, GoldenSet, Question
+from sweep.formats.provenance import PENDING
 from sweep.labelling.addresses import route_any_id
 from sweep.labelling.changes import (
     Change,
+    accept,
     add_candidate,
     add_evidence,
     edit,
@@ -121,7 +125,7 @@ def create_app(golden_file: GoldenFile, queue: Queue, labeller: str, judgments: 
             golden=str(golden_file.path),
             corpus=corpus.source,
             pool=queue.source,
-            questions=[summary(q, queue) for q in golden],
+            questions=[summary(q, queue) for q in sorted(golden, key=lambda q: q.status != PENDING)],  # pending first
             progress=progress(golden, queue, judgments),
             types=sorted({q.type for q in golden} | {UNTYPED}),
             fields=sorted(corpus.metadata_fields),
@@ -166,9 +170,19 @@ def create_app(golden_file: GoldenFile, queue: Queue, labeller: str, judgments: 
         return changing(
             qid,
             lambda data: add_evidence(
-                corpus, data.get("doc"), data.get("start"), data.get("end"), data.get("text"), graded_now(labeller)
+                corpus,
+                data.get("doc"),
+                data.get("start"),
+                data.get("end"),
+                data.get("text"),
+                graded_now(labeller),
+                data.get("replace", False),
             ),
         )
+
+    @app.post("/api/questions/<qid:qid>/accept")
+    def accept_pending(qid: str) -> Response:
+        return changing(qid, lambda data: accept(corpus, graded_now(labeller)))
 
     @app.post("/api/questions/<qid:qid>/evidence/remove")
     def unrecord(qid: str) -> Response:

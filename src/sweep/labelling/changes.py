@@ -6,9 +6,12 @@ question to the changed one and notes for the user, applied by `sweep.labelling.
 
 In the golden file:
 - a grade is an entry of `relevant` (0 judged not relevant, 1 relevant, 2 highly relevant);
-  clearing a grade removes the entry. A grade the labeller gives or changes records who gave it
-  and when (`{"grade": 2, "by": "ana", "at": "2026-12-06T10:00:00Z"}`, `sweep.formats.provenance`);
-  a grade set again to the value it has keeps its `by` and `at`, as every grade not touched does;
+  clearing a grade removes the entry. A grade the labeller gives or changes records who gave it,
+  when, and the content digest of the document graded (`{"grade": 2, "by": "ana", "at":
+  "2026-12-06T10:00:00Z", "digest": ...}`, `sweep.formats.provenance`), so that an edit of the
+  document since shows; a grade set again to the value it has keeps its `by`, `at` and `digest`, as
+  every grade not touched does, unless its document has changed since it was graded (its recorded
+  digest is not the document's): then the grade is given again, on the text as it is now;
 - unanswerable: no document graded 1 or more (what the loader means by unanswerable); the app
   marks it with the tag `unanswerable` (a question of type `unanswerable` counts as marked too,
   the bundled set's convention), so that "not labelled yet" and "labelled: no answer" differ.
@@ -20,7 +23,12 @@ In the golden file:
   document 0 (or clearing its grade) removes its evidence, and the note says so;
 - a document added from search (one the pool missed) is listed in the question's
   `metadata.added_from_search`, so it stays among the question's candidates before it is
-  graded, after a reload, and after its grade is cleared.
+  graded, after a reload, and after its grade is cleared;
+- review of a question pending review (a generated one, `status: pending`): accepting it makes it
+  `status: reviewed` with the question's `by` the labeller and `at` now, and its grades not given by
+  a person (bare, or `by: llm:...`) the labeller's, on the documents as they are now, as an accepted
+  judge's suggestion is; its evidence may first be replaced by a selection (`add_evidence` with
+  `replace`); rejecting it removes it from the file (`GoldenFile.delete`).
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from sweep.errors import InputError
 from sweep.formats.corpus import Corpus, Document
 from sweep.formats.golden import UNTYPED, Provenance, Question, Span
 from sweep.formats.lines import identifier
+from sweep.formats.provenance import LLM, REVIEWED
 from sweep.retrieval.filters import check_fields, parse_condition
 
 GRADES = (0, 1, 2)
@@ -84,19 +93,27 @@ def unmarked(question: Question) -> tuple[Question, list[str]]:
 
 
 def graded_now(labeller: str) -> Provenance:
-    """A grade given by `labeller` now (UTC, to the second)."""
+    """A grade given by `labeller` now (UTC, to the second); `regraded` adds the document's digest."""
     return Provenance(labeller, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
-def regraded(question: Question, doc: str, grade: int | None, stamp: Provenance) -> Question:
-    """`question` with `doc` graded `grade` (None: not graded); `stamp` says who and when where
-    the grade changed, and a cleared grade takes its provenance with it."""
+def stamped(stamp: Provenance, document: Document) -> Provenance:
+    """`stamp` with the content digest of `document`, the one graded."""
+    return replace(stamp, digest=document.content_digest)
+
+
+def regraded(question: Question, document: Document, grade: int | None, stamp: Provenance) -> Question:
+    """`question` with `document` graded `grade` (None: not graded); `stamp` says who and when where
+    the grade changed (or its document did since it was graded), with the document's content digest,
+    and a cleared grade takes its provenance with it."""
+    doc = document.id
     relevant, provenance = dict(question.relevant), dict(question.provenance)
+    recorded = provenance.get(doc, Provenance()).digest
     if grade is None:
         relevant.pop(doc, None)
         provenance.pop(doc, None)
-    elif relevant.get(doc) != grade:
-        relevant[doc], provenance[doc] = grade, stamp
+    elif relevant.get(doc) != grade or recorded not in (None, document.content_digest):
+        relevant[doc], provenance[doc] = grade, stamped(stamp, document)
     return replace(question, relevant=relevant, provenance=provenance)
 
 
@@ -110,7 +127,7 @@ def set_grade(corpus: Corpus, doc: Any, grade: Any, stamp: Provenance) -> Change
         notes: list[str] = []
         if grade is not None and grade >= 1:
             question, notes = unmarked(question)
-        question = regraded(question, document.id, grade, stamp)
+        question = regraded(question, document, grade, stamp)
         if grade is None or grade < 1:
             question, removed = without_evidence(question, document.id)
             notes += removed
@@ -155,10 +172,15 @@ def set_unanswerable(value: Any) -> Change:
     return change
 
 
-def add_evidence(corpus: Corpus, doc: Any, start: Any, end: Any, text: Any, stamp: Provenance) -> Change:
+def add_evidence(
+    corpus: Corpus, doc: Any, start: Any, end: Any, text: Any, stamp: Provenance, replacing: Any = False
+) -> Change:
     """Record characters [start, end) of `doc`'s content, which must read `text`, as evidence;
-    `stamp`: who records it, and when (the grade it gives a document not relevant yet is theirs)."""
+    `stamp`: who records it, and when (the grade it gives a document not relevant yet is theirs);
+    `replacing`: the span replaces all the question's evidence (a generated question's, say)."""
     document = known_document(corpus, doc)
+    if not isinstance(replacing, bool):
+        raise InputError(f"replace {replacing!r}: expected true or false")
     content = document.content
     for name, offset in (("start", start), ("end", end)):
         if isinstance(offset, bool) or not isinstance(offset, int):
@@ -179,8 +201,12 @@ def add_evidence(corpus: Corpus, doc: Any, start: Any, end: Any, text: Any, stam
         notes: list[str] = []
         if question.relevant.get(document.id, 0) < 1:
             question, notes = unmarked(question)
-            question = regraded(question, document.id, 1, stamp)
+            question = regraded(question, document, 1, stamp)
             notes.append(f"graded {document.id} 1 (relevant): evidence comes from a relevant document")
+        if replacing and question.evidence:
+            count = sum(map(len, question.evidence.values()))
+            question = replace(question, evidence={})
+            notes.append(f"replaced {count} evidence item{'' if count == 1 else 's'}")
         items = question.evidence.get(document.id, ())
         if span in items:
             return question, [*notes, "this evidence is already recorded"]
@@ -201,6 +227,22 @@ def remove_evidence(corpus: Corpus, doc: Any, index: Any) -> Change:
         if kept:
             evidence[document.id] = kept
         return replace(question, evidence=evidence), []
+
+    return change
+
+
+def accept(corpus: Corpus, stamp: Provenance) -> Change:
+    """Accept a question pending review as reviewed by `stamp`'s person, now (module doc)."""
+
+    def change(question: Question) -> tuple[Question, list[str]]:
+        if question.status == REVIEWED:
+            raise InputError(f"question {question.id!r} is not pending review: there is nothing to accept")
+        provenance = dict(question.provenance)
+        for doc in question.relevant:
+            graded = provenance.get(doc, Provenance())
+            if graded.by is None or graded.by.startswith(LLM):  # not a person's grade: now the reviewer's
+                provenance[doc] = stamped(stamp, known_document(corpus, doc))
+        return replace(question, status=REVIEWED, origin=stamp, provenance=provenance), []
 
     return change
 

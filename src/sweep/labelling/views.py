@@ -3,6 +3,8 @@
 Plain JSON-ready dicts built from the golden set as saved, the queue, the corpus and the judge's
 grades (`--judgments`), if any; the page (`page.html`) renders them. A judge's grade is only a
 suggestion beside a candidate the person has not graded: the page sends a person's grade for it.
+A question says whether it is pending review, where it came from and who wrote or reviewed it
+(`review`), so the page can mark a generated question waiting for a person.
 """
 
 from __future__ import annotations
@@ -67,9 +69,16 @@ def progress(golden: GoldenSet, queue: Queue, judgments: Judgments | None = None
     }
 
 
+def review(question: Question) -> dict[str, Any]:
+    """`review`: pending or reviewed; `source`: human or synthetic; `by`, `at`: who wrote the question
+    (`llm:<model>@<prompt hash>` for a generated one) or reviewed it, and when (None: not said)."""
+    origin = question.origin or Provenance()
+    return {"review": question.status, "source": question.source, "by": origin.by, "at": origin.at}
+
+
 def summary(question: Question, queue: Queue) -> dict[str, Any]:
     pooled = queue.candidates.get(question.id, [])
-    return {
+    return review(question) | {
         "id": question.id,
         "question": question.question,
         "type": question.type,
@@ -122,7 +131,7 @@ def detail(question: Question, queue: Queue, corpus: Corpus, judgments: Judgment
                 "suggestion": suggestion(judged) if judged is not None else None,
             }
         )
-    return {
+    return review(question) | {
         "id": question.id,
         "question": question.question,
         "type": question.type,

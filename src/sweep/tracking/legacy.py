@@ -9,11 +9,11 @@ digest is what an old run of the same combination was tagged with (a resumed swe
 
 Settings added to an option since (`ADDED_SETTINGS`: BM25's stemmer, the lexical models' analyzer,
 every chunker's context, the local embedder's prompts, truncation and normalisation,
-`golden.ignore_identical_ids`, `golden.condensed`) are absent from those configs. `current_targets`
-gives an old config each one's value that does what the run did without it (BM25 without stemming,
-no context, lists as retrieved), so `sweep.best` rebuilds what was measured; `legacy_targets`
-leaves a setting out where it has that value, so the digest still matches the old run's, and keeps
-it where it has another (a new combination).
+`golden.ignore_identical_ids`, `golden.condensed`, `golden.status`) are absent from those configs.
+`current_targets` gives an old config each one's value that does what the run did without it (BM25
+without stemming, no context, lists as retrieved, questions pending review not scored), so
+`sweep.best` rebuilds what was measured; `legacy_targets` leaves a setting out where it has that
+value, so the digest still matches the old run's, and keeps it where it has another (a new combination).
 
 A config that names the hybrid reranker, since removed, cannot be rebuilt: `current_targets`
 says in one line what does its job now.
@@ -66,7 +66,7 @@ ADDED_SETTINGS: dict[str, dict[str, Any]] = {
     },
     **{f"sweep.retrieval.chunking.{name}": {"context": "none"} for name in _CHUNKERS},
 }
-ADDED_GOLDEN = {"ignore_identical_ids": False, "condensed": False}  # the `golden` settings (no `_target_`)
+ADDED_GOLDEN = {"ignore_identical_ids": False, "condensed": False, "status": "reviewed"}  # `golden`'s (no `_target_`)
 # MarkdownChunker's `heading_prefix` (true/false) is now its `context` (heading/none)
 MARKDOWN = "sweep.retrieval.chunking.MarkdownChunker"
 _CURRENT_MODULES = {current: legacy for legacy, current in LEGACY_MODULES.items()}
