@@ -1,11 +1,13 @@
 """`python -m sweep.check`: a CI gate that fails when a candidate run retrieves significantly worse.
 
     python -m sweep.check --baseline RUN --candidate RUN [--metric ndcg_at_10] [--max-drop 0.01]
-                          [--per-type] [--alpha 0.05]
+                          [--per-type] [--alpha 0.05] [--shared]
 
 RUN: a run id, `best` (the finished run with the best `--metric`), or a sweep's parent run id
 (as in `sweep.compare`: its children; two sweeps pair their children by overrides). The paired
-statistics are `sweep.compare`'s, over the questions both runs scored on the same golden set.
+statistics are `sweep.compare`'s, over the questions both runs scored on the same golden set; runs
+scored on different versions of it are refused (the message names `python -m sweep.rescore`), or,
+with `--shared`, checked on the questions both versions hold with identical judgments.
 
 The candidate regressed when both hold: it is worse by more than `--max-drop` (delta = candidate
 - baseline < -max_drop; > max_drop for a metric where lower is better) and the difference is
@@ -26,7 +28,7 @@ import sys
 from collections.abc import Sequence
 
 from sweep.arguments import add_common_options
-from sweep.compare import compare_runs
+from sweep.compare import add_shared_option, compare_runs
 from sweep.errors import InputError, exit_2_on_bad_input
 from sweep.evaluation.comparison import gate
 from sweep.evaluation.registry import HEADLINE
@@ -50,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--show", type=int, default=SHOWN, help="regressed questions printed at most (default %(default)s)"
     )
+    add_shared_option(parser)
     add_common_options(parser)
     return parser
 
@@ -65,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise InputError(f"--show {args.show}: must be >= 0")
     pairs = run_pairs(args.baseline, args.candidate, args.metric, args.experiment, ("--baseline", "--candidate"))
     comparisons = [
-        compare_runs(a, b, [args.metric], args.metric, seed=args.seed, resamples=args.resamples) for a, b in pairs
+        compare_runs(a, b, [args.metric], args.metric, seed=args.seed, resamples=args.resamples, shared=args.shared)
+        for a, b in pairs
     ]
     failed = 0
     for i, comparison in enumerate(comparisons):

@@ -1,6 +1,6 @@
 """`python -m sweep.compare A B`: is run B better or worse than run A, and on which questions?
 
-    python -m sweep.compare A B [--json] [--metrics m1,m2] [--metric ndcg_at_10] [--flip-at 0.5]
+    python -m sweep.compare A B [--json] [--metrics m1,m2] [--metric ndcg_at_10] [--flip-at 0.5] [--shared]
 
 A and B are MLflow run ids, or `best`: the finished run with the best `--metric` in the experiment
 (`sweep.best`'s winner). A sweep's parent run id stands for its children (finished ones):
@@ -9,7 +9,12 @@ child of B; two sweeps pair their children by their overrides (the same `sweep.o
 order, less `experiment=` and `cache_dir=`), and children with no partner are named on stderr and
 skipped.
 
-Both runs must be scored on the same golden set (tag `data.golden_digest`). Every statistic is
+Both runs must be scored on the same golden set (tag `data.golden_digest`): runs scored on
+different versions are refused, with the command that scores one again on the other's version
+(`python -m sweep.rescore RUN --golden NEW`). `--shared` compares them instead on the questions both
+versions hold with identical judgments (the same id, text and grades; each version read from the
+golden file the run was scored on, checked against its digest) and says how many of each side that
+is. Every statistic is
 paired over the questions present in both runs where both values are finite (rank metrics are
 undefined for unanswerable questions; the abstention rates are per-question 0/1 values over the
 unanswerable, respectively answerable, questions). Per metric and per question type: both means,
@@ -35,16 +40,17 @@ import json
 import math
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
 from mlflow.exceptions import MlflowException
 
 from sweep.arguments import add_common_options, metric_list
 from sweep.errors import InputError, exit_2_on_bad_input, one_line
-from sweep.evaluation.comparison import FLIP_AT, Comparison, compare_records, require_evaluation
+from sweep.evaluation.comparison import FLIP_AT, Comparison, compare_records, on_shared_questions, require_evaluation
 from sweep.evaluation.registry import HEADLINE
 from sweep.evaluation.significance import RESAMPLES, SEED
 from sweep.reporting.comparison_report import comparison_json, comparison_markdown
-from sweep.tracking.digests import check_legacy_size, check_same_golden_set
+from sweep.tracking.digests import check_legacy_size, check_same_golden_set, scored_golden
 from sweep.tracking.reading import LoggedRun
 from sweep.tracking.records import load_record, log_comparison
 from sweep.tracking.resolve import run_pairs
@@ -58,17 +64,24 @@ def compare_runs(
     flip_at: float = FLIP_AT,
     seed: int = SEED,
     resamples: int = RESAMPLES,
+    shared: bool = False,
 ) -> Comparison:
     """Run B against run A, each an MLflow run id or a run read already (`sweep.tracking.reading`):
     their records through `sweep.evaluation.comparison.compare_records`. Both must be scored on
-    the same golden set (tag `data.golden_digest`); a run that did not finish is one line with its
-    status and why it stopped."""
+    the same golden set (tag `data.golden_digest`), or, with `shared`, are compared on the
+    questions their golden sets both hold with identical judgments; a run that did not finish is
+    one line with its status and why it stopped."""
     a_record, b_record = load_record(a), load_record(b)
     for record in (a_record, b_record):
         require_evaluation(record)
-    check_same_golden_set(a_record, b_record)
-    check_legacy_size(a_record.golden_digest, max(len(a_record.per_query), len(b_record.per_query)))
-    return compare_records(a_record, b_record, metrics, headline, flip_at, seed, resamples)
+    if check_same_golden_set(a_record, b_record, shared):
+        check_legacy_size(a_record.golden_digest, max(len(a_record.per_query), len(b_record.per_query)))
+        return compare_records(a_record, b_record, metrics, headline, flip_at, seed, resamples)
+    a_record, b_record, common = on_shared_questions(
+        a_record, b_record, scored_golden(a_record), scored_golden(b_record)
+    )
+    compared = compare_records(a_record, b_record, metrics, headline, flip_at, seed, resamples)
+    return replace(compared, shared=common)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -91,8 +104,18 @@ def _parser() -> argparse.ArgumentParser:
         help="a question flips when --metric crosses this (default %(default)s)",
     )
     parser.add_argument("--no-log", action="store_true", help="do not log the comparison as artifacts of B")
+    add_shared_option(parser)
     add_common_options(parser)
     return parser
+
+
+def add_shared_option(parser: argparse.ArgumentParser) -> None:
+    """`--shared`, which `sweep.check` takes too."""
+    parser.add_argument(
+        "--shared",
+        action="store_true",
+        help="runs scored on different golden sets: compare the questions both hold with identical judgments",
+    )
 
 
 @exit_2_on_bad_input
@@ -102,7 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise InputError(f"--flip-at {args.flip_at}: must be a finite number")
     metrics = metric_list(args.metrics)
     pairs = run_pairs(args.a, args.b, args.metric or HEADLINE, args.experiment)
-    comparisons = [compare_runs(a, b, metrics, args.metric, args.flip_at, args.seed, args.resamples) for a, b in pairs]
+    comparisons = [
+        compare_runs(a, b, metrics, args.metric, args.flip_at, args.seed, args.resamples, args.shared) for a, b in pairs
+    ]
     if not args.no_log:
         for c in comparisons:
             try:

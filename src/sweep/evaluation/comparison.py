@@ -10,6 +10,10 @@ says so). A question flips when its headline value is on different sides of `fli
 runs; each flip shows the rank of the first relevant document in both runs (1 / its `mrr`).
 Resampling is seeded: the same runs give the same intervals and p-values.
 
+Runs scored on different versions of a golden set are compared, when asked (`--shared`), on the
+questions both versions hold with identical judgments: the same id, text and grades
+(`shared_questions`, `on_shared_questions`); `Comparison.shared` says how many of each side that is.
+
 From Python: `sweep.compare_runs(a, b)` with two MLflow run ids, `compare_records` with two
 records (`sweep.evaluation.record`), or `compare_per_query` with two per-question tables
 (`tables/per_query.json`) and no MLflow at all.
@@ -30,6 +34,7 @@ from sweep.evaluation.significance import RESAMPLES, SEED, check_resamples, comp
 
 if TYPE_CHECKING:
     from sweep.evaluation.record import TrialRecord
+    from sweep.formats.golden import GoldenSet
 
 QUESTION_COLUMNS = ("qid", "type", "question", "answerable", "n_retrieved", "top_score", "abstained")
 RANK_FROM = "mrr"  # 1 / rank of the first relevant document: the rank, back
@@ -107,6 +112,51 @@ def first_relevant_rank(values: pd.DataFrame, qid: str) -> int | None:
 
 
 @dataclass(frozen=True)
+class Shared:
+    """Two runs scored on different golden sets, compared on the questions both sets hold with
+    identical judgments: how many, of how many questions each run scored."""
+
+    questions: int
+    of_a: int
+    of_b: int
+
+    def sentence(self) -> str:
+        return (
+            f"compared on {self.questions} of {self.of_a} questions of A and {self.questions} of {self.of_b} of B: "
+            "the questions both golden sets hold with identical judgments"
+        )
+
+
+def shared_questions(a: GoldenSet, b: GoldenSet) -> list[str]:
+    """The ids of the questions `a` and `b` both hold with the same text and the same grades, in `a`'s order."""
+    return [
+        q.id
+        for q in a
+        if q.id in b.by_id and b.by_id[q.id].question == q.question and dict(b.by_id[q.id].relevant) == dict(q.relevant)
+    ]
+
+
+def on_shared_questions(
+    a: TrialRecord, b: TrialRecord, a_golden: GoldenSet, b_golden: GoldenSet
+) -> tuple[TrialRecord, TrialRecord, Shared]:
+    """Records `a` and `b`, scored on `a_golden` and `b_golden`, with their per-question tables cut
+    to the questions both sets hold with identical judgments (`shared_questions`), and the counts."""
+    for record in (a, b):
+        require_evaluation(record)
+    common = set(shared_questions(a_golden, b_golden))
+    cut = [
+        replace(r, tables={**r.tables, "per_query": r.per_query[r.per_query["qid"].astype(str).isin(common)]})
+        for r in (a, b)
+    ]
+    if not len(cut[0].per_query) or not len(cut[1].per_query):
+        raise InputError(f"runs {a.run_id} and {b.run_id}: their golden sets hold no question with identical judgments")
+    shared = Shared(
+        len(set(cut[0].per_query["qid"]) & set(cut[1].per_query["qid"])), len(a.per_query), len(b.per_query)
+    )
+    return cut[0], cut[1], shared
+
+
+@dataclass(frozen=True)
 class Comparison:
     a: TrialRecord  # or anything with run_id, name and label
     b: TrialRecord
@@ -121,6 +171,7 @@ class Comparison:
     a_values: pd.DataFrame = field(repr=False)  # per-question values (index qid) of the questions in both runs
     b_values: pd.DataFrame = field(repr=False)
     questions: pd.DataFrame = field(repr=False)  # index qid: type, question
+    shared: Shared | None = None  # runs scored on different golden sets: the questions compared (`--shared`)
 
     def losses(self, metric: str, types: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """The questions where B is worse than A on `metric` (of `types` only, if given), the

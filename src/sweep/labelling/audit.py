@@ -18,15 +18,15 @@ verdict), and the judge against people's grades on the pairs both graded
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from sweep.errors import InputError
 from sweep.evaluation.agreement import BoardAgreement, JudgeAgreement, board_agreement, judge_agreement
 from sweep.evaluation.leaderboard import SweepResults, build
-from sweep.evaluation.record import TrialRecord, evaluation_tables
+from sweep.evaluation.record import TrialRecord
 from sweep.evaluation.registry import HEADLINE
-from sweep.evaluation.scoring import score
+from sweep.evaluation.rescoring import rescored
 from sweep.evaluation.significance import SEED
 from sweep.formats.golden import GoldenSet, load_golden
 from sweep.formats.judgments import JudgeGrade, load_judgments, person_grades, with_judge_grades
@@ -39,7 +39,6 @@ from sweep.tracking.records import load_record
 from sweep.tracking.store import DEFAULT_EXPERIMENT, connect
 
 PEOPLE, JUDGE, CONDENSED = "people", "judge", "condensed"
-CONDENSED_PARAM = "golden.condensed"  # the setting a run was scored with (`sweep.experiment.trial`)
 GRADES = {
     PEOPLE: "people's grades, unjudged = not relevant (as the sweep scored)",
     JUDGE: "people's grades, holes filled by the judge",
@@ -87,20 +86,6 @@ def sweep_runs(sweep: str, experiment: str = DEFAULT_EXPERIMENT) -> tuple[Logged
     if not any(child.status == "FINISHED" for child in children):
         raise InputError(f"sweep {parent.run_id} has no finished run to audit")
     return parent, children
-
-
-def rescored(record: TrialRecord, golden: GoldenSet, condensed: bool | None = None) -> TrialRecord:
-    """`record` (read with its results) scored again on `golden` from its stored ranking, as the
-    trial scored it (condensed or not as the run was, for `condensed=None`): its per-question
-    table and rank metrics replaced, the rest (its run id, status, params, tags, digests, costs,
-    context metrics) kept for the leaderboard."""
-    if condensed is None:
-        condensed = record.params.get(CONDENSED_PARAM) == "True"  # params hold the config as str() wrote it
-    evaluation = score(golden, record.results, condensed=condensed)
-    by_source = evaluation.source_means()
-    tables = evaluation_tables(evaluation, per_source=bool(by_source))
-    metrics = record.metrics | evaluation.mean | evaluation.type_means() | by_source
-    return replace(record, tables={"per_query": tables["per_query"]}, metrics=metrics)
 
 
 def boards_under(

@@ -32,6 +32,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
         "run_b": _describe(c.b),
         "golden_digest": c.a.golden_digest,
         "n_questions": c.n_questions,
+        **({} if c.shared is None else {"golden_digest_b": c.b.golden_digest, "shared": _shared(c)}),
         "test": {
             "delta": "b - a, over the questions both runs scored with a finite value",
             "interval": "95% paired bootstrap (percentile)",
@@ -46,6 +47,10 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
         "per_type": {qtype: _records(table) for qtype, table in c.per_type.items()},
         "flipped": c.flipped,
     }
+
+
+def _shared(c: Comparison) -> dict[str, Any]:
+    return {"questions": c.shared.questions, "of_a": c.shared.of_a, "of_b": c.shared.of_b, "what": c.shared.sentence()}
 
 
 def _describe(run: Any) -> dict[str, Any]:
@@ -78,7 +83,9 @@ def comparison_markdown(comparison: Comparison) -> str:
         "",
         f"- A: `{c.a.run_id}` {_md(c.a.label)}",
         f"- B: `{c.b.run_id}` {_md(c.b.label)}",
-        f"- golden set `{c.a.golden_digest}`: {c.n_questions} questions in both runs",
+        f"- golden set `{c.a.golden_digest}`: {c.n_questions} questions in both runs"
+        if c.shared is None
+        else f"- golden sets `{c.a.golden_digest}` (A) and `{c.b.golden_digest}` (B): {c.shared.sentence()}",
         "- delta = B − A over the questions both runs scored (n); 95% CI: paired bootstrap; "
         f"p: two-sided paired randomization test ({c.resamples} resamples, seed {c.seed}); "
         "p (Holm): corrected over the metrics of the table; W/T/L: questions where B is better / "
@@ -152,6 +159,7 @@ def gate_lines(result: Gate, shown: int) -> list[str]:
     lines = [
         f"baseline  {c.a.run_id} {c.a.label}",
         f"candidate {c.b.run_id} {c.b.label}",
+        *([] if c.shared is None else [c.shared.sentence()]),
     ]
     if result.overall is None:
         return [*lines, f"{metric}: no question has a value in both runs: nothing to check"]

@@ -7,7 +7,9 @@ tags and resolved evidence spans, the questions in the order of their ids, so th
 whose lines were only reordered has the same digest), the golden one cut to 32 hex digits (MLflow's
 dataset table, which holds it too, takes 36). `resume=true` (`scored_on`), `sweep.compare`,
 `sweep.check` (`check_same_golden_set`, `check_legacy_size`) and `sweep.best` (`same_golden_set`)
-match on them.
+match on them; `--shared` pairs runs scored on different golden sets on the questions both hold,
+read back from each run's golden file and corpus (`scored_golden`, `scored_corpus`: refused when
+either has changed since the run was scored on it).
 
 Runs logged before the digest ignored line order carry the digest of the questions in file order
 (`file_order_digest`); a run logged since carries that one too (`GOLDEN_DIGEST_IN_FILE_ORDER`), so
@@ -36,8 +38,9 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from sweep.errors import InputError
-from sweep.formats.corpus import Corpus
-from sweep.formats.golden import GoldenSet, Span, doc_grades, evidence_spans
+from sweep.formats.corpus import Corpus, load_corpus
+from sweep.formats.golden import GoldenSet, Span, doc_grades, evidence_spans, load_golden
+from sweep.tracking.reading import golden_source
 
 GOLDEN_DIGEST = "data.golden_digest"
 GOLDEN_DIGEST_IN_FILE_ORDER = "data.golden_digest_in_file_order"  # what runs logged before carry as GOLDEN_DIGEST
@@ -157,10 +160,11 @@ def scored_on(tags: dict[str, str], golden: GoldenSet, corpus: Corpus, reads_fil
     return logged == golden_dataset(golden).digest
 
 
-def check_same_golden_set(a: Any, b: Any) -> None:
+def check_same_golden_set(a: Any, b: Any, shared: bool = False) -> bool:
     """Refuse to pair runs `a` and `b` (records with `run_id`, `golden_digest` and `tags`) unless
     their digests say that they were scored on the same golden set (`golden_digests`; see
-    `check_legacy_size` too)."""
+    `check_legacy_size` too); with `shared`, runs scored on different (digested) golden sets pass,
+    for the questions both hold (`sweep.compare --shared`). Whether they share one."""
     for run in (a, b):
         if not run.golden_digest:
             raise InputError(f"run {run.run_id} has no {GOLDEN_DIGEST} tag: not a golden-sweep evaluation")
@@ -173,18 +177,23 @@ def check_same_golden_set(a: Any, b: Any) -> None:
             f"run {new.run_id} after: nothing says that they were scored on the same golden set; run the older "
             "one's configuration again to compare them"
         )
-    if not _digests_of(a) & _digests_of(b):
-        ordered = [run for run in (a, b) if GOLDEN_DIGEST_IN_FILE_ORDER not in (getattr(run, "tags", None) or {})]
-        hint = ""
-        if len(ordered) == 1 and not old:
-            hint = (
-                f"; run {ordered[0].run_id} was logged before the digest ignored the order of the golden file's "
-                "lines: if only their order changed, run its configuration again to compare them"
-            )
-        raise InputError(
-            f"runs {a.run_id} and {b.run_id} were scored on different golden sets ({GOLDEN_DIGEST} "
-            f"{a.golden_digest} and {b.golden_digest}): paired statistics need the same questions{hint}"
+    if _digests_of(a) & _digests_of(b):
+        return True
+    if shared and not old:
+        return False
+    ordered = [run for run in (a, b) if GOLDEN_DIGEST_IN_FILE_ORDER not in (getattr(run, "tags", None) or {})]
+    hint = ""
+    if len(ordered) == 1 and not old:
+        hint = (
+            f"; run {ordered[0].run_id} was logged before the digest ignored the order of the golden file's "
+            "lines: if only their order changed, run its configuration again to compare them"
         )
+    raise InputError(
+        f"runs {a.run_id} and {b.run_id} were scored on different golden sets ({GOLDEN_DIGEST} "
+        f"{a.golden_digest} and {b.golden_digest}): paired statistics need the same questions: "
+        f"score one again on the other's golden file (python -m sweep.rescore {a.run_id} --golden NEW), or "
+        f"compare them on the questions both hold with identical judgments (--shared){hint}"
+    )
 
 
 def _digests_of(run: Any) -> frozenset[str]:
@@ -201,3 +210,41 @@ def check_legacy_size(digest: str, questions: int) -> None:
             f"first {LEGACY_ROWS:,} of {questions:,} questions: it cannot tell whether these runs were scored on "
             "the same golden set; run their configurations again to compare them"
         )
+
+
+def scored_corpus(run: Any) -> Corpus:
+    """The corpus the logged run `run` searched (its `data.corpus` tag, read with its id scheme),
+    checked against its digest: one line when it is gone or has changed since."""
+    source = run.tags.get("data.corpus")
+    if source is None:
+        raise InputError(f"run {run.run_id} has no data.corpus tag: nothing says which corpus it searched")
+    if not Path(source).exists():
+        raise InputError(f"run {run.run_id}: the corpus it searched, {source}, is not there any more")
+    corpus = load_corpus(source, ids=run.params.get("golden.corpus_ids", "path"))
+    expected = run.tags.get(CORPUS_DIGEST)
+    if expected and corpus.digest != expected:
+        raise InputError(
+            f"run {run.run_id}: {source} is not the corpus it searched any more (digest {corpus.digest[:12]}…, "
+            f"the run's {expected[:12]}…): its chunks' offsets would not match"
+        )
+    return corpus
+
+
+def scored_golden(run: Any) -> GoldenSet:
+    """The golden set the logged run `run` was scored on, read back from the file its golden
+    dataset names (`reading.golden_source`) with the run's corpus and checked against its digests:
+    one line when the file is gone or has changed since the run was scored on it."""
+    source = golden_source(run)
+    if source is None:
+        raise InputError(
+            f"run {run.run_id} has no golden dataset input: nothing says which golden file it was scored on"
+        )
+    if not Path(source).exists():
+        raise InputError(f"run {run.run_id}: the golden file it was scored on, {source}, is not there any more")
+    golden = load_golden(source, scored_corpus(run), split=run.params.get("golden.split", "test"), warn=False)
+    if not golden_digests(run.tags) & {golden_digest(golden), file_order_digest(golden)}:
+        raise InputError(
+            f"run {run.run_id}: {source} has changed since the run was scored on it ({GOLDEN_DIGEST} "
+            f"{golden_digest(golden)}, the run's {run.tags.get(GOLDEN_DIGEST)}): its judgments are not known"
+        )
+    return golden
