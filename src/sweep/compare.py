@@ -13,7 +13,7 @@ Both runs must be scored on the same golden set (tag `data.golden_digest`): runs
 different versions are refused, with the command that scores one again on the other's version
 (`python -m sweep.rescore RUN --golden NEW`). `--shared` compares them instead on the questions both
 versions hold with identical judgments (the same id, text and grades; each version read from the
-golden file the run was scored on, checked against its digest) and says how many of each side that
+golden file the run stored, checked against its digest) and says how many of each side that
 is. Every statistic is
 paired over the questions present in both runs where both values are finite (rank metrics are
 undefined for unanswerable questions; the abstention rates are per-question 0/1 values over the
@@ -51,7 +51,7 @@ from sweep.evaluation.registry import HEADLINE
 from sweep.evaluation.significance import RESAMPLES, SEED
 from sweep.reporting.comparison_report import comparison_json, comparison_markdown
 from sweep.tracking.digests import check_legacy_size, check_same_golden_set, scored_golden
-from sweep.tracking.reading import LoggedRun
+from sweep.tracking.reading import LoggedRun, logged_run
 from sweep.tracking.records import load_record, log_comparison
 from sweep.tracking.resolve import run_pairs
 
@@ -71,15 +71,14 @@ def compare_runs(
     the same golden set (tag `data.golden_digest`), or, with `shared`, are compared on the
     questions their golden sets both hold with identical judgments; a run that did not finish is
     one line with its status and why it stopped."""
-    a_record, b_record = load_record(a), load_record(b)
+    a_run, b_run = (logged_run(run) if isinstance(run, str) else run for run in (a, b))
+    a_record, b_record = load_record(a_run), load_record(b_run)
     for record in (a_record, b_record):
         require_evaluation(record)
     if check_same_golden_set(a_record, b_record, shared):
         check_legacy_size(a_record.golden_digest, max(len(a_record.per_query), len(b_record.per_query)))
         return compare_records(a_record, b_record, metrics, headline, flip_at, seed, resamples)
-    a_record, b_record, common = on_shared_questions(
-        a_record, b_record, scored_golden(a_record), scored_golden(b_record)
-    )
+    a_record, b_record, common = on_shared_questions(a_record, b_record, scored_golden(a_run), scored_golden(b_run))
     compared = compare_records(a_record, b_record, metrics, headline, flip_at, seed, resamples)
     return replace(compared, shared=common)
 

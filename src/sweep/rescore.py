@@ -2,7 +2,8 @@
 
     python -m sweep.rescore RUN_OR_SWEEP --golden NEW [--experiment NAME]
 
-RUN_OR_SWEEP: a run id, or a sweep's parent run id (its finished children). Each run is scored
+RUN_OR_SWEEP: a run id, a sweep's parent run id (its finished children), or `latest` (the sweep
+started last in `--experiment`, default golden-sweep). Each run is scored
 again on NEW from its stored ranking and delivered chunks (no retrieval, no model loaded) and
 logged as a new run tagged `sweep.rescores=<its id>`, with NEW's digests, so that `sweep.compare`
 and `sweep.check` pair it with runs scored on NEW; a sweep becomes a new sweep with its own
@@ -27,9 +28,11 @@ from sweep.reporting.formatting import number
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sweep.rescore", description=__doc__.split("\n\n")[0])
-    parser.add_argument("run", metavar="RUN_OR_SWEEP", help="run id, or a sweep's parent run id")
+    parser.add_argument("run", metavar="RUN_OR_SWEEP", help="run id, a sweep's parent run id, or `latest`")
     parser.add_argument("--golden", required=True, metavar="NEW", help="the golden file to score the runs on")
-    parser.add_argument("--experiment", default=None, help="where the new runs go (default: the stored runs')")
+    parser.add_argument(
+        "--experiment", default=None, help="where the new runs go (default: the stored runs'), and where `latest` looks"
+    )
     return parser
 
 

@@ -5,6 +5,7 @@ Runs logged in process to a real SQLite store, each scored on its version read f
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import mlflow
@@ -146,14 +147,24 @@ def test_check_shared_gates_on_the_shared_questions(versions, capsys):
     assert "ndcg_at_10 over 25 questions: 1.0000 -> 0.8400" in out and "regressed questions: 8 worse" in out
 
 
-def test_a_golden_file_changed_since_its_run_is_one_line(versions, capsys):
-    folder, a, b, v1, _ = versions
+def test_the_stored_copy_stands_for_a_golden_file_edited_since(versions, capsys, monkeypatch):
+    """Each run stored the golden file it was scored on: editing the file in place changes nothing.
+    A run that stored none (removed here, as a run logged before runs stored it) is read from the
+    file, which must still be the set it was scored on."""
+    folder, _, b, v1, _ = versions
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
     path = folder / "golden_v1.jsonl"
+    a = log_scored("base-again", path, folder / "corpus.jsonl")
     kept = path.read_text()
     try:
         write(path, [dict(q, question=q["question"] + "?") for q in v1])
+        assert compare.compare_runs(a, b, shared=True).shared.questions == 25
+        artifacts = Path(mlflow.MlflowClient().get_run(a).info.artifact_uri.removeprefix("file://"))
+        shutil.rmtree(artifacts / "golden")
         code, _, err = run_main(compare, [a, b, "--shared", "--no-log"], capsys)
+        assert code == 2 and len(err.strip().splitlines()) == 1
+        assert f"error: run {a}: {path} has changed since the run was scored on it" in err
     finally:
         path.write_text(kept)
-    assert code == 2 and len(err.strip().splitlines()) == 1
-    assert f"error: run {a}: {path} has changed since the run was scored on it" in err
+    assert compare.compare_runs(a, b, shared=True).shared.questions == 25

@@ -10,7 +10,7 @@ evidence, the ranking and the delivered chunks, and NEW's digests, so that `swee
 `sweep.check` pair it with runs scored on NEW. Left out: the plots and a hybrid's members' own means.
 
 NEW is read with the corpus the runs searched (`scored_corpus`: the same corpus, or the chunks'
-offsets mean nothing), as a trial reads its golden set. Questions of NEW that a stored run was never
+offsets mean nothing), as the runs read theirs (`golden_as_scored`: split, `golden.status`). Questions of NEW that a stored run was never
 asked (new, or reworded since: `rescoring.answered`) are not scored; they are counted. A sweep is
 scored again as a new sweep: a new parent run, tagged so too, closed with its leaderboard and
 report as `python -m sweep` closes one (`sweep.experiment.cli.close_sweep`). Everything is read
@@ -23,19 +23,23 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import pandas as pd
+
 from sweep.errors import InputError
 from sweep.evaluation.record import TrialRecord
 from sweep.evaluation.registry import HEADLINE
 from sweep.evaluation.rescoring import answered, rescored
 from sweep.experiment.cli import close_sweep
-from sweep.formats.golden import load_golden
-from sweep.tracking.digests import CORPUS_DIGEST, scored_corpus
+from sweep.formats.runs import Run
+from sweep.tracking.digests import CORPUS_DIGEST, golden_as_scored, scored_corpus
 from sweep.tracking.lifecycle import trial_run
-from sweep.tracking.reading import LoggedRun, logged_run, sweep_children
+from sweep.tracking.reading import LoggedRun, latest_sweep, logged_run, sweep_children
 from sweep.tracking.records import load_record, metric_key, save_record
 from sweep.tracking.rescores import rescore_tags, tag_rescores
 from sweep.tracking.store import DEFAULT_EXPERIMENT, connect
 from sweep.tracking.sweeps import SweepSummary, start_sweep
+
+LATEST = "latest"  # the sweep started last
 
 
 @dataclass(frozen=True)
@@ -63,11 +67,11 @@ class Rescoring:
     skipped: list[LoggedRun]  # a sweep's children that did not finish: nothing to score
 
 
-def stored_runs(spec: str) -> tuple[LoggedRun, list[LoggedRun], list[LoggedRun]]:
-    """The run `spec` names, the finished runs it stands for (itself, or a sweep's finished
-    children) and a sweep's children that did not finish."""
+def stored_runs(spec: str, experiment: str | None = None) -> tuple[LoggedRun, list[LoggedRun], list[LoggedRun]]:
+    """The run `spec` names (`latest`: the sweep started last in `experiment`), the finished runs
+    it stands for (itself, or a sweep's finished children) and a sweep's children that did not finish."""
     connect(create=False)
-    stored = logged_run(spec)
+    stored = logged_run(latest_sweep(experiment or DEFAULT_EXPERIMENT) if spec == LATEST else spec)
     if not stored.is_sweep:
         if stored.status != "FINISHED":
             raise InputError(f"run {stored.run_id} is {stored.status}: it holds no ranking to score again")
@@ -80,16 +84,16 @@ def stored_runs(spec: str) -> tuple[LoggedRun, list[LoggedRun], list[LoggedRun]]
 
 
 def rescore(spec: str, golden: str | Path, experiment: str | None = None) -> Rescoring:
-    """Score the run or sweep `spec` (a run id, or a sweep's parent run id) again on the golden
+    """Score the run or sweep `spec` (a run id, a sweep's parent run id, or `latest`) again on the golden
     file `golden` and log the result as new runs in `experiment` (default: the stored runs')."""
-    stored, runs, skipped = stored_runs(spec)
+    stored, runs, skipped = stored_runs(spec, experiment)
     if not Path(golden).exists():
         raise InputError(f"--golden {golden}: no such file or folder")
     corpora = {run.tags.get(CORPUS_DIGEST) for run in runs}
     if len(corpora) > 1:
         raise InputError(f"sweep {stored.run_id}: its runs searched {len(corpora)} corpora; score each run again alone")
     corpus = scored_corpus(runs[0])
-    new = load_golden(golden, corpus, split=runs[0].params.get("golden.split", "test"), warn=False)
+    new = golden_as_scored(golden, corpus, runs[0])
     objective = stored.tags.get("sweep.objective", HEADLINE)
     records, unscored = [], {}
     for run in runs:
@@ -98,7 +102,7 @@ def rescore(spec: str, golden: str | Path, experiment: str | None = None) -> Res
         if not len(asked):
             raise InputError(f"run {run.run_id} was asked none of the questions of {golden}: re-run it to score them")
         unscored |= dict.fromkeys(left)
-        record = replace(record, results=record.results.restrict(asked.ids))  # what NEW no longer asks goes quietly
+        record = replace(record, results=asked_only(record.results, asked.ids))
         records.append((record, replace(rescored(record, asked, corpus=corpus), golden=new), len(left)))
     experiment = experiment or records[0][0].config.get("experiment") or DEFAULT_EXPERIMENT
     summary = None
@@ -114,6 +118,13 @@ def rescore(spec: str, golden: str | Path, experiment: str | None = None) -> Res
     return Rescoring(
         str(golden), objective, done, list(unscored), stored.run_id if stored.is_sweep else None, summary, skipped
     )
+
+
+def asked_only(run: Run, qids: pd.Index) -> Run:
+    """`run`'s rankings of the questions `qids` only: what NEW no longer asks goes quietly (its
+    ids are no longer among the run's categories, which the scorer reads as the run's queries)."""
+    kept = run.restrict(qids)
+    return Run(kept.frame.assign(qid=kept.frame["qid"].cat.remove_unused_categories()), kept.name)
 
 
 def _log(record: TrialRecord, again: TrialRecord, unscored: int, experiment: str, objective: str) -> Rescored:

@@ -8,8 +8,9 @@ whose lines were only reordered has the same digest), the golden one cut to 32 h
 dataset table, which holds it too, takes 36). `resume=true` (`scored_on`), `sweep.compare`,
 `sweep.check` (`check_same_golden_set`, `check_legacy_size`) and `sweep.best` (`same_golden_set`)
 match on them; `--shared` pairs runs scored on different golden sets on the questions both hold,
-read back from each run's golden file and corpus (`scored_golden`, `scored_corpus`: refused when
-either has changed since the run was scored on it).
+read back from the golden file each run stored (or, for a run that stored none, the file it was
+read from) and its corpus (`scored_golden`, `scored_corpus`: refused when either has changed since
+the run was scored on it).
 
 Runs logged before the digest ignored line order carry the digest of the questions in file order
 (`file_order_digest`); a run logged since carries that one too (`GOLDEN_DIGEST_IN_FILE_ORDER`), so
@@ -32,6 +33,7 @@ import json
 import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,7 +42,8 @@ import pandas as pd
 from sweep.errors import InputError
 from sweep.formats.corpus import Corpus, load_corpus
 from sweep.formats.golden import GoldenSet, Span, doc_grades, evidence_spans, load_golden
-from sweep.tracking.reading import golden_source
+from sweep.formats.provenance import REVIEWED
+from sweep.tracking.reading import golden_copy, golden_source
 
 GOLDEN_DIGEST = "data.golden_digest"
 GOLDEN_DIGEST_IN_FILE_ORDER = "data.golden_digest_in_file_order"  # what runs logged before carry as GOLDEN_DIGEST
@@ -182,17 +185,19 @@ def check_same_golden_set(a: Any, b: Any, shared: bool = False) -> bool:
     if shared and not old:
         return False
     ordered = [run for run in (a, b) if GOLDEN_DIGEST_IN_FILE_ORDER not in (getattr(run, "tags", None) or {})]
-    hint = ""
     if len(ordered) == 1 and not old:
-        hint = (
+        what = (
             f"; run {ordered[0].run_id} was logged before the digest ignored the order of the golden file's "
             "lines: if only their order changed, run its configuration again to compare them"
         )
+    else:
+        what = (
+            f": score one again on the other's golden file (python -m sweep.rescore {a.run_id} --golden NEW), "
+            "or compare them on the questions both hold with identical judgments (--shared)"
+        )
     raise InputError(
         f"runs {a.run_id} and {b.run_id} were scored on different golden sets ({GOLDEN_DIGEST} "
-        f"{a.golden_digest} and {b.golden_digest}): paired statistics need the same questions: "
-        f"score one again on the other's golden file (python -m sweep.rescore {a.run_id} --golden NEW), or "
-        f"compare them on the questions both hold with identical judgments (--shared){hint}"
+        f"{a.golden_digest} and {b.golden_digest}): paired statistics need the same questions{what}"
     )
 
 
@@ -230,21 +235,35 @@ def scored_corpus(run: Any) -> Corpus:
     return corpus
 
 
+def golden_as_scored(path: str | Path, corpus: Corpus, run: Any) -> GoldenSet:
+    """The golden set at `path` read as the logged run `run` read its own: with its corpus, its
+    split, and, where it ran with `golden.status=all`, its questions pending review as reviewed."""
+    golden = load_golden(path, corpus, split=run.params.get("golden.split", "test"), warn=False)
+    return golden.all_reviewed() if run.params.get("golden.status", REVIEWED) != REVIEWED else golden
+
+
 def scored_golden(run: Any) -> GoldenSet:
-    """The golden set the logged run `run` was scored on, read back from the file its golden
-    dataset names (`reading.golden_source`) with the run's corpus and checked against its digests:
-    one line when the file is gone or has changed since the run was scored on it."""
-    source = golden_source(run)
-    if source is None:
-        raise InputError(
-            f"run {run.run_id} has no golden dataset input: nothing says which golden file it was scored on"
-        )
-    if not Path(source).exists():
-        raise InputError(f"run {run.run_id}: the golden file it was scored on, {source}, is not there any more")
-    golden = load_golden(source, scored_corpus(run), split=run.params.get("golden.split", "test"), warn=False)
+    """The golden set the logged run `run` was scored on: the copy it stored (`reading.golden_copy`),
+    else, for a run that stored none, the file its golden dataset names (`reading.golden_source`),
+    read with the run's corpus (`golden_as_scored`) and checked against its digests: one line when
+    that file is gone or has changed since the run was scored on it."""
+    with ExitStack() as stack:
+        try:
+            source = stack.enter_context(golden_copy(run))
+        except InputError:  # a run logged before runs stored their golden file
+            source = golden_source(run)
+            if source is None:
+                raise InputError(
+                    f"run {run.run_id} has no golden dataset input: nothing says which golden file it was scored on"
+                ) from None
+            if not Path(source).exists():
+                raise InputError(
+                    f"run {run.run_id}: the golden file it was scored on, {source}, is not there any more"
+                ) from None
+        golden = golden_as_scored(source, scored_corpus(run), run)
     if not golden_digests(run.tags) & {golden_digest(golden), file_order_digest(golden)}:
         raise InputError(
-            f"run {run.run_id}: {source} has changed since the run was scored on it ({GOLDEN_DIGEST} "
+            f"run {run.run_id}: {golden.source} has changed since the run was scored on it ({GOLDEN_DIGEST} "
             f"{golden_digest(golden)}, the run's {run.tags.get(GOLDEN_DIGEST)}): its judgments are not known"
         )
     return golden
