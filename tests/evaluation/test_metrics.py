@@ -270,7 +270,7 @@ def test_context_scored_on_pending_questions_is_left_out():
     assert dict(with_context.context.missing) == {"a": "d: text"}
 
 
-def test_every_metric_splits_by_source_once_there_are_two():
+def test_every_metric_splits_by_source_once_a_question_is_generated():
     types = {"h1": "t1", "h2": "t2", "s1": "t1", "u": "none"}
     golden = golden_of({"h1": {"x": 1}, "h2": {"y": 1}, "s1": {"z": 1}, "u": {}}, types=types)
     run = ranked({"h1": ["x"], "h2": ["q", "y"], "s1": ["q"], "u": ["w"]})
@@ -290,9 +290,12 @@ def test_every_metric_splits_by_source_once_there_are_two():
     split = two.with_context(context).source_means()
     assert split[f"source/human/{recall}"] == 0.75 and split[f"source/synthetic/{recall}"] == 0.0
     assert split[f"source/human/{CONTEXT_N}"] == 2
-    # a synthetic question still pending review leaves one source scored: no split
+    # a synthetic question still pending review leaves people's questions only scored: no split
     pending = with_provenance(golden, sources={"s1": "synthetic"}, statuses={"s1": "pending"})
     assert score(pending, run, ["mrr"]).source_means() == {}
+    # generated questions alone are still told apart (what sweep.generate writes, once reviewed)
+    generated = with_provenance(golden, sources=dict.fromkeys(golden.by_id, "synthetic"))
+    assert score(generated, run, ["mrr"]).source_means() == {"source/synthetic/n": 4, "source/synthetic/mrr": 0.5}
 
 
 def test_the_bundled_example_scores_as_before_and_the_same_with_every_field_spelled_out(tmp_path):

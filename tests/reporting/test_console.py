@@ -69,7 +69,7 @@ def console_handlers():
     (transformers_logging.enable_progress_bar if bars else transformers_logging.disable_progress_bar)()
 
 
-def test_the_tables_split_by_source_once_there_are_two(evaluation):
+def test_the_tables_split_by_source_once_a_question_is_generated(evaluation):
     printed = io.StringIO()
     print_evaluation(evaluation, Console(file=printed, width=200))
     assert "Per question type" in printed.getvalue() and "Per question source" not in printed.getvalue()

@@ -40,7 +40,7 @@ WORST = 10  # questions in the worst-questions tables
 TABLES = {
     "per_query": "one row per scored question: its type, question text and every metric",
     "per_type": "means per question type",
-    "per_source": "means per question source (human, synthetic), once there is more than one",
+    "per_source": "means per question source (human, synthetic), once a question is not a person's",
     "worst_queries": "the questions the headline metric scores lowest, with what they retrieved",
     "worst_context": "the questions whose top chunks deliver the least of their evidence",
     "abstention_curve": "the abstention trade-off over the minimum top score",

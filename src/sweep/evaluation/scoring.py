@@ -34,6 +34,7 @@ from sweep.evaluation.registry import ABSTAIN_METRICS, HEADLINE
 from sweep.evaluation.trec_columns import Judgments, Scores, TiedAtCutoff, score_columns
 from sweep.formats.columns import Strings, string_array
 from sweep.formats.golden import GoldenSet
+from sweep.formats.provenance import HUMAN
 from sweep.formats.runs import Run
 
 log = logging.getLogger(__name__)
@@ -154,9 +155,11 @@ class Evaluation:
 
     def source_means(self) -> dict[str, float]:
         """`source/<source>/<metric>` and `source/<source>/n`, as `type_means` names them per type,
-        once the scored questions come from more than one source (human, synthetic); else none."""
+        once a scored question is not a person's (`source: synthetic`), so generated questions are
+        always told apart, even where they are all there is; none for a set of people's questions
+        only, whose split would repeat the overall means."""
         sources = self.golden.questions_frame["source"]
-        if sources.nunique() < 2:
+        if set(sources) <= {HUMAN}:
             return {}
         # measures.type_means names its keys type/<group>/...: the same means, per source
         rank_means = {
