@@ -90,6 +90,17 @@ def test_pending_questions_come_first_marked_with_who_wrote_them_and_their_evide
         2,
         [[span.start, span.end]],
     )
+    assert question["judge"] is None  # no judge looked at it
+
+
+def test_a_generated_unanswerable_question_shows_what_the_judge_found(data, pending, app_url):
+    judge = {"by": LLM_BY, "top": {doc: 0 for doc in list(data.corpus.by_id)[:10]}, "all_0": True}
+    record = {"id": "g4", "question": "Is there a company choir?", "type": "unanswerable", "relevant": {}}
+    record |= {"source": "synthetic", "status": "pending", "by": LLM_BY, "metadata": {"generated": {"judge": judge}}}
+    with data.golden.open("a", encoding="utf-8") as golden:
+        golden.write(json.dumps(record) + "\n")
+    question = requests.get(f"{app_url}/questions/g4", timeout=30).json()["question"]
+    assert question["review"] == "pending" and question["judge"] == judge
 
 
 def test_accept_replace_evidence_and_reject(data, pending, app_url):
@@ -186,6 +197,14 @@ def test_pending_questions_reviewed_by_keyboard(browser, data, pending, pending_
     span = first_sentence(data.corpus.by_id[pending["g1"]].content)
     assert browser.find_element(By.CSS_SELECTOR, highlighted).text == span.text
     assert "y accept it as reviewed by you" in browser.find_element(By.TAG_NAME, "footer").text
+    # a generated unanswerable question says what the judge made of BM25's top documents
+    label = "return reviewLabel({review: 'pending', by: 'llm:m@h', judge: arguments[0]})"
+    assert browser.execute_script(label, {"top": {"a": 0, "b": 0}, "all_0": True}) == (
+        "pending review · by llm:m@h · the judge graded all 2 of BM25's top documents 0"
+    )
+    assert browser.execute_script(label, {"top": {"a": 2, "b": 0, "c": None}, "all_0": False}).endswith(
+        "the judge graded 1 of BM25's top 3 relevant"
+    )
 
     # y: accepted, and on to the next pending question
     press("y")

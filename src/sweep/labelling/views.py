@@ -71,9 +71,16 @@ def progress(golden: GoldenSet, queue: Queue, judgments: Judgments | None = None
 
 def review(question: Question) -> dict[str, Any]:
     """`review`: pending or reviewed; `source`: human or synthetic; `by`, `at`: who wrote the question
-    (`llm:<model>@<prompt hash>` for a generated one) or reviewed it, and when (None: not said)."""
+    (`llm:<model>@<prompt hash>` for a generated one) or reviewed it, and when (None: not said);
+    `judge`: for a generated unanswerable question, what a judge made of BM25's top 10
+    (`metadata.generated.judge`: `top` {doc: grade}, `all_0`), the evidence that nothing answers it."""
     origin = question.origin or Provenance()
-    return {"review": question.status, "source": question.source, "by": origin.by, "at": origin.at}
+    generated = question.metadata.get("generated")
+    judge = generated.get("judge") if isinstance(generated, dict) else None
+    return {
+        "review": question.status, "source": question.source, "by": origin.by, "at": origin.at,
+        "judge": judge if isinstance(judge, dict) else None,
+    }  # fmt: skip
 
 
 def summary(question: Question, queue: Queue) -> dict[str, Any]:
