@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import mlflow
@@ -68,25 +66,22 @@ def swept(tmp_path_factory) -> tuple[Path, str, str, Path]:
     return cwd, store, parent, new
 
 
-def rescore(cwd: Path, store: str, *args: str) -> tuple[subprocess.CompletedProcess, float, float]:
-    """`python -m sweep.rescore ARGS` in a subprocess that also says whether torch was imported;
-    its wall time and its CPU time (user and system), imports included."""
+def rescore(cwd: Path, store: str, *args: str) -> subprocess.CompletedProcess:
+    """`python -m sweep.rescore ARGS` in a subprocess that also says whether torch was imported
+    (how long it takes: bench/rescore.py)."""
     code = (
         "import sys; from sweep.rescore import main\n"
         "try:\n    code = main(sys.argv[1:])\nexcept SystemExit as exit:\n    code = exit.code\n"
         "print('torch imported:', 'torch' in sys.modules); sys.exit(code)"
     )
-    began, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    result = processes.run(
+    return processes.run(
         [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
         env=os.environ | {"MLFLOW_TRACKING_URI": store},
     )  # fmt: skip
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return result, time.perf_counter() - began, used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime
 
 
 @pytest.fixture(scope="module")
-def rescored(swept) -> tuple[subprocess.CompletedProcess, float, float]:
+def rescored(swept) -> subprocess.CompletedProcess:
     cwd, store, parent, new = swept
     return rescore(cwd, store, parent, "--golden", str(new))
 
@@ -100,13 +95,10 @@ def trec_run(path: Path) -> dict[str, dict[str, float]]:
 
 
 @pytest.mark.slow
-def test_a_sweep_rescored_in_under_10_s_without_torch_as_a_new_sweep(swept, rescored):
+def test_a_sweep_is_rescored_without_torch_as_a_new_sweep(swept, rescored):
     cwd, store, parent, new = swept
-    result, wall, cpu = rescored
+    result = rescored  # the module's one re-scoring of the sweep
     assert result.returncode == 0, result.stderr[-3000:]
-    # the limit is the issue's; CPU time, as the suite's other workers share the machine's cores
-    print(f"re-scoring the 4-run sweep took {wall:.2f} s wall, {cpu:.2f} s CPU (the subprocess, imports included)")
-    assert cpu < 10
     assert "torch imported: False" in result.stdout
     assert f"{ADDED + 1} questions of NEW are new: re-run to score them (a003, new-00" in result.stdout
     client = mlflow.MlflowClient(store)
@@ -128,7 +120,7 @@ def test_a_sweep_rescored_in_under_10_s_without_torch_as_a_new_sweep(swept, resc
 @pytest.mark.slow
 def test_rescored_values_are_pytrec_evals_on_the_stored_ranking_with_news_qrels(swept, rescored, tmp_path):
     cwd, store, parent, new = swept
-    assert rescored[0].returncode == 0, rescored[0].stderr[-3000:]
+    assert rescored.returncode == 0, rescored.stderr[-3000:]
     client = mlflow.MlflowClient(store)
     _, runs = runs_in(store)
     golden = load_golden(new, warn=False)
@@ -162,7 +154,7 @@ def test_a_rescored_run_pairs_with_a_run_scored_on_new_and_agrees_with_it(swept,
     """A new trial of one configuration on NEW: compare pairs it with the re-scored run (the same
     digest), and every rank metric of every question both scored is the same."""
     cwd, store, parent, new = swept
-    assert rescored[0].returncode == 0
+    assert rescored.returncode == 0
     data = cwd / "data_v2"  # NEW as a trial reads it: golden.jsonl beside the same corpus
     data.mkdir()
     (data / "corpus.jsonl").write_text((new.parent / "corpus.jsonl").read_text())
@@ -193,7 +185,7 @@ def test_a_single_run_is_rescored_alone(swept):
     cwd, store, parent, new = swept
     _, runs = runs_in(store)
     child = next(r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent)
-    result, _, _ = rescore(cwd, store, child.info.run_id, "--golden", str(new), "--experiment", "versions")
+    result = rescore(cwd, store, child.info.run_id, "--golden", str(new), "--experiment", "versions")
     assert result.returncode == 0, result.stderr[-3000:]
     _, moved = runs_in(store, "versions")
     [again] = moved
@@ -224,7 +216,7 @@ def test_bad_input_on_a_real_sweep_leaves_the_store_as_it_was(swept, tmp_path):
         ([parent, "--golden", str(missing)], f"--golden {missing}: no such file or folder"),
         ([parent, "--golden", str(cwd / "data" / "corpus.jsonl")], "corpus.jsonl"),
     ]:
-        result, _, _ = rescore(cwd, store, *args)
+        result = rescore(cwd, store, *args)
         assert result.returncode == 2 and message in one_error_line(result.stderr), result.stderr
     _, after = runs_in(store)
     assert len(after) == len(before)
