@@ -137,7 +137,9 @@ def test_check_and_compare_refuse_golden_sets_that_differ_after_row_10000(store)
     digests = golden_digest(a_set), golden_digest(b_set)
     different = (
         f"runs {a} and {b} were scored on different golden sets (data.golden_digest {digests[0]} and "
-        f"{digests[1]}): paired statistics need the same questions"
+        f"{digests[1]}): paired statistics need the same questions: score one again on the other's golden file "
+        f"(python -m sweep.rescore {a} --golden NEW), or compare them on the questions both hold with identical "
+        "judgments (--shared)"
     )
     for args in (("sweep.check", "--baseline", a, "--candidate", b), ("sweep.compare", a, b)):
         result = command(store.folder, *args)
