@@ -10,15 +10,19 @@ import subprocess
 import sys
 from dataclasses import replace
 
+import numpy as np
+import pandas as pd
 import pytest
 from rich.console import Console
 
 from helpers.data import golden_of, ranked
 from sweep.errors import InputError
 from sweep.evaluation import score
+from sweep.evaluation.leaderboard import build
+from sweep.evaluation.record import TrialRecord
 from sweep.formats.golden import GoldenSet
 from sweep.progress import progress_bar
-from sweep.reporting.console import overall_table, print_evaluation, summary_line
+from sweep.reporting.console import overall_table, print_evaluation, print_leaderboard, summary_line
 from sweep.reporting.logs import SUMMARY, ConsoleFilter, ConsoleFormatter, set_verbosity
 
 
@@ -150,3 +154,41 @@ def test_a_warning_reaches_the_console_once_and_a_librarys_lines_only_from_warni
         *chatter,
         f"warning: a library's warning ({libraries})",
     ]  # fmt: skip
+
+
+SHARED = (
+    "golden.path=/data/a/rather/long/path/to/the/golden/set/golden.jsonl corpus.path=/data/corpus.jsonl cache_dir=cache"
+)
+
+
+def finished(run_id: str, overrides: str, values: np.ndarray) -> TrialRecord:
+    """A finished configuration of a sweep, with its ndcg_at_10 per question."""
+    qids = [f"q{i}" for i in range(len(values))]
+    per_query = pd.DataFrame({"qid": qids, "question": qids, "type": "how-to", "ndcg_at_10": values})
+    return TrialRecord(
+        run_id, {}, tuple(overrides.split()), metrics={"latency/search_ms_p50": 3.0},
+        tables={"per_query": per_query}, run_id=run_id, status="FINISHED",
+    )  # fmt: skip
+
+
+def test_the_leaderboard_names_the_shared_overrides_once_and_each_row_by_what_varies():
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.2, 0.9, 40)
+    runs = [
+        finished(f"r{i}", f"model={model} chunk={chunk} {SHARED}", np.clip(base + shift, 0, 1))
+        for i, (model, chunk, shift) in enumerate(
+            [("bm25", 256, 0.0), ("bm25", 512, 0.02), ("tfidf", 256, -0.1), ("tfidf", 512, -0.05)]
+        )
+    ]
+    printed = io.StringIO()
+    print_leaderboard(build("ndcg_at_10", runs), Console(file=printed, width=120))
+    lines = printed.getvalue().splitlines()
+    assert lines[0] == f"Every configuration has: {SHARED}"
+    rows = [line for line in lines if line.startswith("│ model=")]
+    assert [row.split("│")[1].strip() for row in rows] == [
+        "model=bm25 chunk=512",
+        "model=bm25 chunk=256",
+        "model=tfidf chunk=512",
+        "model=tfidf chunk=256",
+    ]  # one line each: nothing wraps at 120 columns
+    assert printed.getvalue().count("golden.path") == 1 and max(map(len, lines[1:])) <= 120

@@ -18,6 +18,7 @@ from sweep.evaluation.leaderboard import SweepResults
 from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE, BY_NAME, COSTS, LATENCY
 from sweep.evaluation.significance import RESAMPLES, bootstrap_ci
 from sweep.formats.golden import doc_grades
+from sweep.reporting.configs import config_labels, shared_overrides
 from sweep.reporting.formatting import cost_in_column, is_missing, number
 from sweep.text import shortened
 
@@ -184,11 +185,25 @@ def print_calibration(calibration: Calibration, console: Console | None = None) 
     )
 
 
+def leaderboard_configs(results: SweepResults) -> dict[str, str]:
+    """Run id -> the configuration's overrides, as its run is labelled."""
+    return {run_id: str(config) for run_id, config in results.leaderboard["config"].items()}
+
+
+def shared_line(results: SweepResults) -> str:
+    """The overrides every configuration of the sweep has, in one line; "" when none are shared
+    (or the sweep has one configuration, whose row shows them all)."""
+    shared = shared_overrides(leaderboard_configs(results))
+    return f"Every configuration has: {' '.join(shared)}" if shared else ""
+
+
 def leaderboard_table(results: SweepResults) -> Table:
-    """The sweep's configurations, best first: the objective's mean with its 95% interval, the
-    difference to the leader and its Holm-corrected p-value, whether it is tied with the leader,
-    the costs where logged, and the status."""
+    """The sweep's configurations, best first, each named by the overrides that vary within the
+    sweep (`config_labels`: the shared ones are `shared_line`, printed once above): the
+    objective's mean with its 95% interval, the difference to the leader and its Holm-corrected
+    p-value, whether it is tied with the leader, the costs where logged, and the status."""
     board = results.leaderboard
+    labels = config_labels(leaderboard_configs(results))
     table = Table(
         title=f"Leaderboard by {results.objective} (tied: the paired test against the best, Holm-corrected, "
         f"finds no difference at alpha {results.alpha})",
@@ -199,10 +214,10 @@ def leaderboard_table(results: SweepResults) -> Table:
     for header in (results.objective, "95% CI", "delta", "p (Holm)", "tied", *(BY_NAME[c].header for c in costs)):
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("status")
-    for row in board.to_dict("index").values():
+    for run_id, row in board.to_dict("index").items():
         scored = not is_missing(row["mean"])
         table.add_row(
-            _cell(str(row["config"])),
+            _cell(labels[run_id]),
             _fmt(row["mean"]),
             f"{number(row['ci_low'])}-{number(row['ci_high'])}" if scored else "-",
             _fmt(row["delta"]),
@@ -215,8 +230,11 @@ def leaderboard_table(results: SweepResults) -> Table:
 
 
 def print_leaderboard(results: SweepResults, console: Console | None = None) -> None:
-    """The leaderboard table and, under it, the smallest difference the golden set can detect."""
+    """The overrides every configuration shares (once), the leaderboard table and, under it, the
+    smallest difference the golden set can detect."""
     console = console or default_console()
+    if shared := shared_line(results):
+        console.print(shared, soft_wrap=True)
     console.print(leaderboard_table(results))
     console.print(results.mde_line(), soft_wrap=True)
 
