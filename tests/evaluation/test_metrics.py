@@ -200,8 +200,20 @@ def test_groups_by_type_and_tag_and_the_worst_questions():
     assert by_type.loc["none", ABSTAIN_CORRECT] == 1.0 and np.isnan(by_type.loc["none", "mrr"])
     assert evaluation.by_tag().loc["hard", "mrr"] == 0
     worst = evaluation.worst(2)
-    assert worst.index.tolist() == ["c", "b"]
-    assert worst.loc["b", "retrieved"] == [("q", 0), ("y", 1)] and worst.loc["c", "relevant"] == {"z": 1}
+    assert worst.index.tolist() == ["c"]  # below the median (b's 0.5), never a perfect one
+    assert worst.loc["c", "retrieved"] == [("q", 0)] and worst.loc["c", "relevant"] == {"z": 1}
+
+
+def test_the_worst_questions_are_below_the_median_and_never_perfect():
+    golden = golden_of({"a": {"x": 1}, "b": {"x": 1}, "c": {"x": 1}, "d": {"y": 1, "q": 0}, "e": {"z": 1}})
+    results = ranked({"a": ["x"], "b": ["x"], "c": ["x"], "d": ["q", "n", "y"], "e": ["z"]})
+    assert score(golden, results, ["mrr"]).worst(5).index.tolist() == ["d"]  # not the four perfect ones
+    results = ranked({"a": ["x"], "b": ["x"], "c": ["x"], "d": ["y"], "e": ["z"]})
+    assert score(golden, results, ["mrr"]).worst(5).index.tolist() == []  # all perfect: none below the median
+    results = ranked({"a": ["x"], "b": ["n", "x"], "c": ["m"], "d": ["q", "n", "y"], "e": ["z"]})
+    worst = score(golden, results, ["mrr"]).worst(5)  # mrr 1, 0.5, 0, 1/3, 1: median 0.5
+    assert worst.index.tolist() == ["c", "d"] and worst["mrr"].tolist() == pytest.approx([0, 1 / 3])
+    assert worst.loc["d", "retrieved"] == [("q", 0), ("n", 0), ("y", 1)]
 
 
 def test_a_run_written_as_trec_reads_back_identically(tmp_path):

@@ -192,3 +192,17 @@ def test_the_leaderboard_names_the_shared_overrides_once_and_each_row_by_what_va
         "model=tfidf chunk=256",
     ]  # one line each: nothing wraps at 120 columns
     assert printed.getvalue().count("golden.path") == 1 and max(map(len, lines[1:])) <= 120
+
+
+def test_the_worst_questions_are_those_below_the_median(evaluation):
+    printed = io.StringIO()
+    print_evaluation(evaluation, Console(file=printed, width=200), per_type=False)
+    text = printed.getvalue()
+    assert "Worst questions by ndcg_at_10 (below the median, 0.6309)" in text
+    rows = [line.split("│")[1:3] for line in text.splitlines() if re.match(r"│ q\d ", line)]
+    assert [(qid.strip(), value.strip()) for qid, value in rows] == [
+        ("q3", "0.4307"),
+        ("q7", "0.4307"),
+        ("q2", "0.5000"),
+        ("q6", "0.5000"),
+    ]  # not q1, at the median, nor the perfect ones

@@ -185,10 +185,14 @@ class Evaluation:
         return group_means(exploded, "tag", self.metrics, self.context_metrics)
 
     def worst(self, n: int = 5, metric: str | None = None, evidence: int = 5) -> pd.DataFrame:
-        """The n answerable questions with the lowest `metric` (ties by id), with their evidence:
-        the question, its labelled documents and the top `evidence` retrieved (doc, grade)."""
+        """The n answerable questions with the lowest `metric` (ties by id) among those below its
+        median over the run's answerable questions (never a perfect one; none when all score the
+        same), with their evidence: the question, its labelled documents and the top `evidence`
+        retrieved (doc, grade)."""
         metric = metric or self.headline
-        frame = self.answerable.rename_axis("qid").sort_values([metric, "qid"], kind="stable").head(n)
+        answerable = self.answerable
+        below = answerable[answerable[metric] < answerable[metric].median()]
+        frame = below.rename_axis("qid").sort_values([metric, "qid"], kind="stable").head(n)
         retrieved = self.run.restrict(frame.index).rankings(limit=evidence)
         questions = [self.golden.by_id[qid] for qid in frame.index]
         return frame[[metric, "type", "n_retrieved"]].assign(

@@ -95,8 +95,10 @@ def columns_as_rows(frame: pd.DataFrame, title: str) -> Table:
     return table
 
 
-def worst_table(worst: pd.DataFrame, metric: str) -> Table:
-    table = Table(title=f"Worst questions by {metric}", title_justify="left")
+def worst_table(worst: pd.DataFrame, metric: str, median: float | None = None) -> Table:
+    """`Evaluation.worst`'s questions; the title names the median they are below, when given."""
+    below = f" (below the median, {number(median)})" if median is not None else ""
+    table = Table(title=f"Worst questions by {metric}{below}", title_justify="left")
     for column in ("qid", metric, "type", "question", "relevant", "retrieved (doc:grade)"):
         table.add_column(column, overflow="fold")
     for qid, row in worst.iterrows():
@@ -169,7 +171,12 @@ def print_evaluation(
         console.print(frame_table(evaluation.per_query[columns], "Per question", "qid"))
     if worst and evaluation.metrics:
         metric = evaluation.headline
-        console.print(worst_table(evaluation.worst(worst, metric), metric))
+        median = evaluation.answerable[metric].median()
+        worst_questions = evaluation.worst(worst, metric)
+        if len(worst_questions):
+            console.print(worst_table(worst_questions, metric, median))
+        elif not is_missing(median):
+            console.print(f"Worst questions by {metric}: none below the median ({number(median)})")
     for table in context_tables(evaluation, worst):
         console.print(table)
 
