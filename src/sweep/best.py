@@ -4,7 +4,7 @@
     cfg = best_config("ndcg_at_10")              # an OmegaConf DictConfig
     cfg = best_config("ndcg_at_10", among="tied", prefer="latency/search_ms_p50")
 
-    python -m sweep.best --metric ndcg_at_10 [--sweep PARENT_RUN_ID] [--output best.yaml]
+    python -m sweep.best --metric ndcg_at_10 [--sweep PARENT_RUN_ID|latest] [--output best.yaml]
     python -m sweep.best --metric ndcg_at_10 --among tied --prefer latency/search_ms_p50
     python -m sweep.best --metric ndcg_at_10 --golden golden.jsonl   # or --golden <data.golden_digest>
 
@@ -18,21 +18,28 @@ that left out (`BestRun.note`, on stderr).
 from the best one (a Holm-corrected paired test over the questions: `sweep.evaluation.leaderboard`), rather
 than a maximum that may be noise.
 
+`sweep`: a sweep's parent run id, or `latest` (the sweep started last in the experiment:
+`sweep.tracking.reading.sweep_id`, as every command that takes a sweep).
+
 The chosen run is a `BestRun`; its config has today's `_target_` paths, also for a run logged
-before the subpackages (`sweep.tracking.legacy`), so that it can be run again. Reading MLflow needs
-neither Hydra nor FAISS, so neither is imported here.
+before the subpackages (`sweep.tracking.legacy`), and the files and folders it reads (golden.path,
+golden.corpus, cache_dir, a local model's folder, ...) as absolute paths (`absolute_paths`), so
+that it can be run again, from any folder. Reading MLflow needs neither Hydra nor FAISS, so
+neither is imported here.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -51,12 +58,24 @@ from sweep.tracking.digests import (
     same_golden_set,
 )
 from sweep.tracking.legacy import current_targets
-from sweep.tracking.reading import METRIC_NAME, LoggedRun, RunSearch, finished_runs, require_artifacts
+from sweep.tracking.reading import (
+    LATEST,
+    METRIC_NAME,
+    WORKING_FOLDER,
+    LoggedRun,
+    RunSearch,
+    finished_runs,
+    require_artifacts,
+    sweep_id,
+)
 from sweep.tracking.records import load_record, load_records
 from sweep.tracking.store import DEFAULT_EXPERIMENT, PARENT_TAG, RUN_ID, connect, existing_experiment_id
 
 AMONG = ("best", "tied")  # the single best value, or the cheapest of those tied with it
 DIGEST = re.compile(r"[0-9a-f]{8}|[0-9a-f]{32}")  # a golden digest: MLflow's (runs logged long ago) or ours
+PATH_KEYS = ("path", "corpus", "folder", "cache_dir")  # settings whose values are files or folders a trial reads
+LOCAL_OR_NAMED = ("model", "tokenizer")  # a local model's folder or a model's name: absolute where the folder exists
+NOT_PATHS = ("filter", "where")  # the questions' filters: their keys are the documents' metadata fields
 
 
 @dataclass(frozen=True)
@@ -86,7 +105,7 @@ def find_best(
     golden: str | None = None,
 ) -> BestRun:
     """The finished run with the best `metric` (only the children of parent run `sweep`, if given;
-    the earliest on ties) among those scored on one golden set: the latest run's, or `golden`'s (a
+    the earliest on ties; `latest`: the sweep started last) among those scored on one golden set: the latest run's, or `golden`'s (a
     golden file or folder, or a digest: `one_golden_set`). `among="tied"`: of those runs tied with
     that one (`sweep.evaluation.leaderboard.cheapest_tied`: Holm-corrected paired test over the
     questions), the one with the lowest `prefer` (a cost, e.g. `latency/search_ms_p50`; default
@@ -101,11 +120,16 @@ def find_best(
         raise InputError(f"--prefer {prefer}: it chooses among the runs tied with the best; add --among tied")
     if among == "tied" and not maximize:
         raise InputError("--among tied ranks higher-is-better metrics; it cannot be combined with --minimize")
-    if sweep is not None and not RUN_ID.fullmatch(sweep):
-        raise InputError(f"--sweep {sweep!r}: not an MLflow run id (32 hexadecimal digits)")
+    if sweep is not None and sweep != LATEST and not RUN_ID.fullmatch(sweep):
+        raise InputError(f"--sweep {sweep!r}: not an MLflow run id (32 hexadecimal digits), nor {LATEST!r}")
     if golden is not None and not golden.strip():
         raise InputError("--golden '': give a golden file or folder, or a data.golden_digest")
     connect(create=False)
+    if sweep is not None:
+        try:
+            sweep = sweep_id(sweep, experiment)
+        except InputError as error:
+            raise InputError(f"--sweep {LATEST}: {error}") from None
     search = RunSearch(existing_experiment_id(experiment), metric, maximize, ((PARENT_TAG, sweep),) if sweep else ())
     found = finished_runs(search, best_only=False)
     if not found:
@@ -128,12 +152,52 @@ def find_best(
     return BestRun(
         record.run_id,
         record.metrics[metric],
-        OmegaConf.create(current_targets(record.config)),
+        OmegaConf.create(absolute_paths(current_targets(record.config), run_folder(record.config, record.tags))),
         list(record.overrides),
         record.choices,
         why,
         left_out_note(len(found) - len(candidates), len(candidates), which, golden is None),
     )
+
+
+def run_folder(config: Mapping[str, Any], tags: Mapping[str, str]) -> Path | None:
+    """The folder a run ran in, which its config's relative paths are relative to: its
+    `WORKING_FOLDER` tag; for a run logged before that tag, the folder its `data.corpus` tag (the
+    corpus's absolute path) adds to a relative `golden.corpus`; None where neither tells."""
+    if tags.get(WORKING_FOLDER):
+        return Path(tags[WORKING_FOLDER])
+    golden = config.get("golden")
+    corpus = golden.get("corpus") if isinstance(golden, Mapping) else None
+    logged = tags.get("data.corpus")
+    if not isinstance(corpus, str) or not corpus or not logged or Path(corpus).is_absolute():
+        return None
+    relative, absolute = Path(corpus).parts, Path(logged).parts
+    if not Path(logged).is_absolute() or len(absolute) <= len(relative) or absolute[-len(relative) :] != relative:
+        return None
+    return Path(*absolute[: -len(relative)])
+
+
+def absolute_paths(config: Any, folder: Path | None) -> Any:
+    """`config` (a resolved config: dicts, lists and values) with each relative path it reads
+    (`PATH_KEYS`; `LOCAL_OR_NAMED` where `folder` holds it, not a model's name) made absolute
+    against `folder`, the folder the run ran in (`run_folder`); as it is where that is unknown.
+    The questions' filters (`NOT_PATHS`) are left alone."""
+    if folder is None:
+        return config
+    if isinstance(config, list):
+        return [absolute_paths(item, folder) for item in config]
+    if not isinstance(config, Mapping):
+        return config
+    made = {}
+    for key, value in config.items():
+        if key in NOT_PATHS:
+            made[key] = value
+        elif isinstance(value, str) and value and not os.path.isabs(os.path.expanduser(value)) and "://" not in value:
+            local = key in LOCAL_OR_NAMED and (folder / value).exists()
+            made[key] = str(folder / value) if key in PATH_KEYS or local else value
+        else:
+            made[key] = absolute_paths(value, folder)
+    return made
 
 
 def _rank_key(value: float, maximize: bool) -> float:
@@ -222,7 +286,8 @@ def best_config(
     prefer: str | None = None,
     golden: str | None = None,
 ) -> DictConfig:
-    """The winning run's fully resolved config (`find_best`)."""
+    """The winning run's fully resolved config (`find_best`), its paths absolute: `run_trial` runs
+    it from any folder."""
     return find_best(metric, experiment, sweep, maximize, among, prefer, golden).config
 
 
@@ -231,7 +296,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sweep.best", description="Print the winning configuration.")
     parser.add_argument("--metric", default="ndcg_at_10")
     parser.add_argument("--experiment", default=None, help=f"default {DEFAULT_EXPERIMENT!r}")
-    parser.add_argument("--sweep", default=None, help="parent run id: only that sweep's runs")
+    parser.add_argument(
+        "--sweep", default=None, metavar="PARENT_RUN_ID", help=f"only that sweep's runs (`{LATEST}`: the last one)"
+    )
     parser.add_argument("--minimize", action="store_true", help="lower is better (e.g. latency/search_ms_p50)")
     parser.add_argument(
         "--among", default="best", choices=AMONG, help="tied: the cheapest of the runs tied with the best"

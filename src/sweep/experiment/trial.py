@@ -24,6 +24,7 @@ import time
 from collections.abc import Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated
 
 from hydra.utils import instantiate
@@ -44,7 +45,7 @@ from sweep.retrieval.pipeline import Pipeline
 from sweep.settings import Cutoffs, Exists, NonEmpty, OneOf, Range, check_config
 from sweep.tracking.digests import scored_on
 from sweep.tracking.lifecycle import RunIds, trial_run
-from sweep.tracking.reading import LoggedRun
+from sweep.tracking.reading import WORKING_FOLDER, LoggedRun
 from sweep.tracking.records import metric_key, save_record
 from sweep.tracking.store import CONFIG_DIGEST
 from sweep.tracking.sweeps import config_digests, earlier_runs, supersede
@@ -249,7 +250,9 @@ def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrid
         if done is not None:
             objective = done.metrics.get(metric_key(cfg.objective), math.nan)
             return Trial(RunIds(done.run_id, done.experiment_id), None, None, objective)
-    with trial_run(cfg.experiment, name, {CONFIG_DIGEST: digest} if digest else None) as mlflow_run:
+    # the folder the config's relative paths (golden.path, cache_dir, ...) are read from: `sweep.best` makes them absolute
+    tags = {WORKING_FOLDER: str(Path.cwd())} | ({CONFIG_DIGEST: digest} if digest else {})
+    with trial_run(cfg.experiment, name, tags) as mlflow_run:
         supersede(earlier, mlflow_run.run_id)
         check_settings(cfg)
         warn_about_costly_settings(cfg)

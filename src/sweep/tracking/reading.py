@@ -46,6 +46,8 @@ RETRIEVED_CHUNKS = "tables/retrieved_chunks.json"
 MEMBER_HITS = "tables/member_hits.json"  # a hybrid's members' own hits
 GOLDEN_COPY = "golden"  # the folder of a run's artifacts holding the golden file it was scored on
 GOLDEN_CONTEXT = "golden"  # the context of the golden set's dataset input
+WORKING_FOLDER = "sweep.cwd"  # the tag of the folder a trial ran in: what its config's relative paths are relative to
+LATEST = "latest"  # a sweep given as `latest`: the sweep started last in the experiment (`sweep_id`)
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,13 @@ def sweep_children(parent_id: str, where: str = "") -> list[LoggedRun]:
     return [
         as_logged(run) for run in search_pages(mlflow.MlflowClient(), parent.experiment_id, " and ".join(conditions))
     ]
+
+
+def sweep_id(spec: str, experiment: str | None = None) -> str:
+    """The run id `spec` names: `LATEST` (the sweep started last in `experiment`, default
+    `DEFAULT_EXPERIMENT`: `latest_sweep`), else `spec` itself. What every command that takes a
+    sweep's id takes."""
+    return latest_sweep(experiment or DEFAULT_EXPERIMENT) if spec == LATEST else spec
 
 
 def latest_sweep(experiment: str = DEFAULT_EXPERIMENT) -> str:

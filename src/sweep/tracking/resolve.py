@@ -1,6 +1,7 @@
-"""Which logged evaluations `sweep.compare` and `sweep.check` compare: a run id, `best`, or a sweep.
+"""Which logged evaluations `sweep.compare` and `sweep.check` compare: a run id, `best`, a sweep, or `latest`.
 
-A run id is that run; `best` is the finished run with the best metric in the experiment
+A run id is that run; `latest` is the sweep started last in the experiment (`sweep_id`, as every
+command that takes a sweep); `best` is the finished run with the best metric in the experiment
 (`sweep.best`'s winner; lowest where the registry says lower is better). A sweep's parent run id
 stands for its finished children: a sweep against a run compares each child with the run; two
 sweeps pair their children by their overrides (the same `sweep.overrides`, in any order, less
@@ -15,7 +16,7 @@ import sys
 from sweep.errors import InputError
 from sweep.evaluation.registry import HEADLINE, lower_is_better
 from sweep.settings import override_key
-from sweep.tracking.reading import LoggedRun, RunSearch, finished_runs, logged_run, sweep_children
+from sweep.tracking.reading import LATEST, LoggedRun, RunSearch, finished_runs, logged_run, sweep_children, sweep_id
 from sweep.tracking.store import DEFAULT_EXPERIMENT, connect, existing_experiment_id
 
 BEST = "best"
@@ -23,13 +24,14 @@ UNPAIRED = ("experiment", "cache_dir")  # overrides that pairing children by ove
 
 
 def resolve(spec: str, label: str, metric: str, experiment: str) -> LoggedRun:
-    """`spec`: a run id, or `best` (the finished run with the best `metric` in `experiment`)."""
+    """`spec`: a run id, `best` (the finished run with the best `metric` in `experiment`), or
+    `latest` (the sweep started last in `experiment`)."""
     try:
-        if spec == BEST:
+        if spec in (BEST, LATEST):
             try:
-                return best_finished_run(metric, experiment)
+                return best_finished_run(metric, experiment) if spec == BEST else logged_run(sweep_id(spec, experiment))
             except InputError as error:
-                raise InputError(f"{label} {BEST}: {error}") from None
+                raise InputError(f"{label} {spec}: {error}") from None
         return logged_run(spec)
     except InputError as error:
         raise InputError(error if str(error).startswith(f"{label} ") else f"{label}: {error}") from None
