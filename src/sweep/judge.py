@@ -187,7 +187,7 @@ def _agree(args: argparse.Namespace) -> int:
 
 def _add_audit(parser: argparse.ArgumentParser) -> None:
     from sweep.evaluation.significance import SEED
-    from sweep.labelling.pooling import LATEST
+    from sweep.tracking.reading import LATEST
     from sweep.tracking.store import DEFAULT_EXPERIMENT
 
     parser.add_argument("sweep", metavar="SWEEP", help=f"the sweep's parent run id (`{LATEST}`: the last one)")

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from sweep.arguments import positive_int
 from sweep.errors import InputError, exit_2_on_bad_input
-from sweep.labelling.pooling import LATEST, build_pool, runs_to_pool
-from sweep.tracking.reading import LoggedRun
+from sweep.labelling.pooling import build_pool, runs_to_pool
+from sweep.tracking.reading import LATEST, LoggedRun
 from sweep.tracking.store import DEFAULT_EXPERIMENT
 
 DEFAULT_DEPTH = 10

@@ -33,13 +33,11 @@ from sweep.experiment.cli import close_sweep
 from sweep.formats.runs import Run
 from sweep.tracking.digests import CORPUS_DIGEST, golden_as_scored, scored_corpus
 from sweep.tracking.lifecycle import trial_run
-from sweep.tracking.reading import LoggedRun, latest_sweep, logged_run, sweep_children
+from sweep.tracking.reading import LoggedRun, logged_run, sweep_children, sweep_id
 from sweep.tracking.records import load_record, metric_key, save_record
 from sweep.tracking.rescores import rescore_tags, tag_rescores
 from sweep.tracking.store import DEFAULT_EXPERIMENT, connect
 from sweep.tracking.sweeps import SweepSummary, start_sweep
-
-LATEST = "latest"  # the sweep started last
 
 
 @dataclass(frozen=True)
@@ -71,7 +69,7 @@ def stored_runs(spec: str, experiment: str | None = None) -> tuple[LoggedRun, li
     """The run `spec` names (`latest`: the sweep started last in `experiment`), the finished runs
     it stands for (itself, or a sweep's finished children) and a sweep's children that did not finish."""
     connect(create=False)
-    stored = logged_run(latest_sweep(experiment or DEFAULT_EXPERIMENT) if spec == LATEST else spec)
+    stored = logged_run(sweep_id(spec, experiment))
     if not stored.is_sweep:
         if stored.status != "FINISHED":
             raise InputError(f"run {stored.run_id} is {stored.status}: it holds no ranking to score again")

@@ -30,11 +30,11 @@ from sweep.evaluation.rescoring import rescored
 from sweep.evaluation.significance import SEED
 from sweep.formats.golden import GoldenSet, load_golden
 from sweep.formats.judgments import JudgeGrade, load_judgments, person_grades, with_judge_grades
-from sweep.labelling.pooling import LATEST, corpus_of, golden_path
+from sweep.labelling.pooling import corpus_of, golden_path
 from sweep.reporting.judge_report import side_by_side
 from sweep.tracking.audits import log_judge_audit
 from sweep.tracking.digests import file_order_digest, golden_digest, golden_digests
-from sweep.tracking.reading import LoggedRun, latest_sweep, logged_run, sweep_children
+from sweep.tracking.reading import LoggedRun, logged_run, sweep_children, sweep_id
 from sweep.tracking.records import load_record
 from sweep.tracking.store import DEFAULT_EXPERIMENT, connect
 
@@ -79,7 +79,7 @@ def sweep_runs(sweep: str, experiment: str = DEFAULT_EXPERIMENT) -> tuple[Logged
     """The sweep's parent run (`latest`: the one started last in `experiment`) and its children,
     earliest first; a sweep without a finished child is one line."""
     connect(create=False)
-    parent = logged_run(latest_sweep(experiment) if sweep == LATEST else sweep)
+    parent = logged_run(sweep_id(sweep, experiment))
     if not parent.is_sweep:
         raise InputError(f"{parent.run_id}: not a sweep's parent run (no sweep.parent tag); give the sweep's id")
     children = sweep_children(parent.run_id)

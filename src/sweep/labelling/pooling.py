@@ -33,11 +33,10 @@ from sweep.formats.corpus import Corpus, load_corpus
 from sweep.formats.golden import GoldenSet, load_golden
 from sweep.labelling.queue import Candidate, Header, PooledChunk, write_queue
 from sweep.text import listed
-from sweep.tracking.reading import LoggedRun, golden_source, latest_sweep, logged_run, sweep_children
+from sweep.tracking.reading import LoggedRun, golden_source, logged_run, sweep_children, sweep_id
 from sweep.tracking.records import load_record
 from sweep.tracking.store import DEFAULT_EXPERIMENT, connect
 
-LATEST = "latest"  # a sweep given as `latest`: the sweep started last
 SHOWN = 10  # question ids the summary names at most, per line
 
 
@@ -115,9 +114,8 @@ def runs_to_pool(
     """The finished children of sweep `sweep` (`latest`: the one started last in `experiment`;
     `skipping` is called with each of the others first), or the runs `run_ids`, each a finished evaluation."""
     connect(create=False)
-    if sweep == LATEST:
-        sweep = latest_sweep(experiment)
     if sweep is not None:
+        sweep = sweep_id(sweep, experiment)
         parent = logged_run(sweep)
         if not parent.is_sweep:
             raise InputError(f"--sweep {sweep}: not a sweep's parent run (no sweep.parent tag); pass it as a RUN_ID")
