@@ -41,8 +41,12 @@ SHOWN = 50  # regressed questions printed per comparison by default
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sweep.check", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--baseline", required=True, help="run id, sweep (parent run) id, or `best`")
-    parser.add_argument("--candidate", required=True, help="run id, sweep (parent run) id, or `best`")
+    parser.add_argument(
+        "--baseline", required=True, help="run id, sweep (parent run) id, `best`, or `latest` (the sweep started last)"
+    )
+    parser.add_argument(
+        "--candidate", required=True, help="run id, sweep (parent run) id, `best`, or `latest` (the sweep started last)"
+    )
     parser.add_argument("--metric", default=HEADLINE, help="the metric the rule applies to (default %(default)s)")
     parser.add_argument(
         "--max-drop", type=float, default=0.0, help="the largest drop tolerated, even when significant (default 0)"

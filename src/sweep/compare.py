@@ -85,8 +85,12 @@ def compare_runs(
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sweep.compare", description=__doc__.split("\n\n")[0])
-    parser.add_argument("a", metavar="A", help="run id, sweep (parent run) id, or `best`")
-    parser.add_argument("b", metavar="B", help="run id, sweep (parent run) id, or `best`")
+    parser.add_argument(
+        "a", metavar="A", help="run id, sweep (parent run) id, `best`, or `latest` (the sweep started last)"
+    )
+    parser.add_argument(
+        "b", metavar="B", help="run id, sweep (parent run) id, `best`, or `latest` (the sweep started last)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     parser.add_argument(
         "--metrics", default=None, help="comma-separated metrics (default: every metric both runs have)"
