@@ -16,7 +16,8 @@ from helpers.data import golden_of, ranked
 from sweep.errors import InputError
 from sweep.evaluation import ABSTAIN_CORRECT, ABSTAIN_FALSE, Metric, score
 from sweep.evaluation.context import CONTEXT_N, ContextScores
-from sweep.formats.golden import load_golden
+from sweep.evaluation.record import evaluation_tables
+from sweep.formats.golden import doc_grades, load_golden
 from sweep.formats.runs import Run
 
 
@@ -201,7 +202,7 @@ def test_groups_by_type_and_tag_and_the_worst_questions():
     assert evaluation.by_tag().loc["hard", "mrr"] == 0
     worst = evaluation.worst(2)
     assert worst.index.tolist() == ["c"]  # below the median (b's 0.5), never a perfect one
-    assert worst.loc["c", "retrieved"] == [("q", 0)] and worst.loc["c", "relevant"] == {"z": 1}
+    assert worst.loc["c", "retrieved"] == [("q", None)] and worst.loc["c", "relevant"] == {"z": 1}
 
 
 def test_the_worst_questions_are_below_the_median_and_never_perfect():
@@ -213,7 +214,10 @@ def test_the_worst_questions_are_below_the_median_and_never_perfect():
     results = ranked({"a": ["x"], "b": ["n", "x"], "c": ["m"], "d": ["q", "n", "y"], "e": ["z"]})
     worst = score(golden, results, ["mrr"]).worst(5)  # mrr 1, 0.5, 0, 1/3, 1: median 0.5
     assert worst.index.tolist() == ["c", "d"] and worst["mrr"].tolist() == pytest.approx([0, 1 / 3])
-    assert worst.loc["d", "retrieved"] == [("q", 0), ("n", 0), ("y", 1)]
+    assert worst.loc["d", "retrieved"] == [("q", 0), ("n", None), ("y", 1)]  # q judged not relevant, n unjudged
+    assert doc_grades(worst.loc["d", "retrieved"]) == "q:0, n:?, y:1"
+    table = evaluation_tables(score(golden, results, ["mrr"]), per_source=False)["worst_queries"]
+    assert table.set_index("qid").loc["d", "retrieved"] == "q:0, n:?, y:1"
 
 
 def test_a_run_written_as_trec_reads_back_identically(tmp_path):

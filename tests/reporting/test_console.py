@@ -206,3 +206,4 @@ def test_the_worst_questions_are_those_below_the_median(evaluation):
         ("q2", "0.5000"),
         ("q6", "0.5000"),
     ]  # not q1, at the median, nor the perfect ones
+    assert "noise0:?, noise1:?, noise2:?, d3:1" in text and ":0" not in text  # unjudged, not judged not relevant

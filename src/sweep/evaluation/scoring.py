@@ -188,7 +188,7 @@ class Evaluation:
         """The n answerable questions with the lowest `metric` (ties by id) among those below its
         median over the run's answerable questions (never a perfect one; none when all score the
         same), with their evidence: the question, its labelled documents and the top `evidence`
-        retrieved (doc, grade)."""
+        retrieved (doc, grade; None where the document is not judged for the question)."""
         metric = metric or self.headline
         answerable = self.answerable
         below = answerable[answerable[metric] < answerable[metric].median()]
@@ -198,7 +198,7 @@ class Evaluation:
         return frame[[metric, "type", "n_retrieved"]].assign(
             question=[q.question for q in questions],
             relevant=[dict(q.relevant) for q in questions],
-            retrieved=[[(doc, q.relevant.get(doc, 0)) for doc, _ in retrieved.get(q.id, [])] for q in questions],
+            retrieved=[[(doc, q.relevant.get(doc)) for doc, _ in retrieved.get(q.id, [])] for q in questions],
         )
 
     def worst_context(self, n: int = 5) -> pd.DataFrame:

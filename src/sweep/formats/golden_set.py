@@ -178,7 +178,12 @@ class GoldenSet:
         warn_if_unbalanced(self.source, len(self), sum(not q.answerable for q in self.questions))
 
 
-def doc_grades(labels: Mapping[str, int] | Iterable[tuple[str, int]]) -> str:
-    """`doc:grade, doc:grade` for labels given as {doc: grade} or as (doc, grade) pairs."""
+UNJUDGED = "?"  # how `doc_grades` writes the grade of a document nobody judged for the question
+
+
+def doc_grades(labels: Mapping[str, int | None] | Iterable[tuple[str, int | None]]) -> str:
+    """`doc:grade, doc:grade` for labels given as {doc: grade} or as (doc, grade) pairs; a grade
+    of None (a retrieved document not judged for the question) is written `doc:?`, not `doc:0`
+    (judged not relevant)."""
     pairs = labels.items() if isinstance(labels, Mapping) else labels
-    return ", ".join(f"{doc}:{grade}" for doc, grade in pairs)
+    return ", ".join(f"{doc}:{UNJUDGED if grade is None else grade}" for doc, grade in pairs)

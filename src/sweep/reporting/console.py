@@ -99,7 +99,7 @@ def worst_table(worst: pd.DataFrame, metric: str, median: float | None = None) -
     """`Evaluation.worst`'s questions; the title names the median they are below, when given."""
     below = f" (below the median, {number(median)})" if median is not None else ""
     table = Table(title=f"Worst questions by {metric}{below}", title_justify="left")
-    for column in ("qid", metric, "type", "question", "relevant", "retrieved (doc:grade)"):
+    for column in ("qid", metric, "type", "question", "relevant", "retrieved (doc:grade, ?: unjudged)"):
         table.add_column(column, overflow="fold")
     for qid, row in worst.iterrows():
         table.add_row(
