@@ -255,3 +255,32 @@ def test_a_real_sweep_prints_the_leaderboard_and_its_report_opens_in_chromium(re
     assert browser.find_element(By.CSS_SELECTOR, "p.mde").text.startswith("with 12 answerable questions")
     browser.set_window_size(1280, browser.execute_script("return document.body.scrollHeight") + 100)
     assert browser.save_screenshot(str(tmp_path / "report.png")) and (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_the_mde_line_says_how_many_questions_would_detect_a_difference_of_0_02():
+    from scipy.stats import norm
+
+    values = sweep_values()
+    runs = [config_run(name, "FINISHED", values[name], model=name) for name in ("leader", "close", "far")]
+    results = build("ndcg_at_10", runs)
+    leader = results.leaderboard.index[0]
+    spreads = [(values[o] - values[leader]).std(ddof=1) for o in values if o != leader]
+    z = norm.ppf(0.975) + norm.ppf(0.8)
+    mde, needed = z * np.median(spreads) / np.sqrt(120), (z * np.median(spreads) / 0.02) ** 2
+    assert results.mde_line() == (
+        f"with 120 answerable questions, differences below {mde:.3f} ndcg_at_10 are not detectable (paired test, "
+        f"alpha 0.05, power 80%); detecting 0.02 would take about {int(np.ceil(needed))} answerable questions"
+    )
+    assert results.mde_line() == (
+        "with 120 answerable questions, differences below 0.012 ndcg_at_10 are not detectable (paired test, "
+        "alpha 0.05, power 80%); detecting 0.02 would take about 43 answerable questions"
+    )
+
+
+def test_the_mde_line_never_reads_0_000():
+    same = per_question(np.linspace(0.2, 0.8, 30))
+    runs = [config_run("a", "FINISHED", same, model="a"), config_run("b", "FINISHED", same - 0.1, model="b")]
+    assert build("ndcg_at_10", runs).mde_line() == (
+        "with 30 answerable questions, differences in ndcg_at_10 as small as 0.001 are detectable (paired test, "
+        "alpha 0.05, power 80%); detecting 0.02 would take about 2 answerable questions"
+    )  # every question differs by 0.1: no spread

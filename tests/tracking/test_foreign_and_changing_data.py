@@ -140,7 +140,7 @@ def test_a_sweep_whose_corpus_changed_ranks_the_children_of_one_corpus_and_names
         f"Not ranked: 1 run was scored on another corpus than the 2 ranked ({CORPUS_DIGEST} {after.digest[:12]}; "
         f"the corpus changed during the sweep): model=first ({before.digest[:12]}); sweep again to rank them together"
     )
-    assert results.note == note and results.mde_line().endswith(f"(paired test, alpha 0.05, power 80%). {note}")
+    assert results.note == note and results.mde_line().endswith(f" answerable questions. {note}")
     assert note in html  # the report says it under the leaderboard too
     assert list(results.per_query.columns) == [third, second]
     client = mlflow.MlflowClient()

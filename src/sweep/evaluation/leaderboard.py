@@ -17,7 +17,10 @@ where d are the per-question differences between a configuration and the leader 
 number; sd(d) is the median over the sweep's configurations (each against the leader), so one
 outlier configuration does not set it. With 0.05 and 0.8 the factor is 2.80. It needs at least two
 configurations with a value of the objective on two questions both have (a difference to measure;
-finished runs of a golden set nothing is labelled in yet have none); otherwise NaN.
+finished runs of a golden set nothing is labelled in yet have none); otherwise NaN. The same
+approximation solved for n gives the answerable questions a difference `delta` would take,
+((z(1 - alpha/2) + z(power)) * sd(d) / delta)^2 (`questions_to_detect`; the MDE line names it for
+`TARGET_DIFFERENCE`).
 
 One corpus: a configuration scored on another corpus than the others (its `data.corpus_digest`:
 the corpus file was edited while the sweep ran) is not ranked against them. The runs of the corpus
@@ -27,6 +30,7 @@ most of them searched (on a tie, the earliest run's) are ranked; the others foll
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +45,7 @@ from sweep.evaluation.significance import RESAMPLES, SEED, bootstrap_ci, holm, p
 
 ALPHA = 0.05
 POWER = 0.8
+TARGET_DIFFERENCE = 0.02  # the difference the MDE line says how many questions would detect
 NOT_RANKED = "not ranked: other corpus"  # the status of a run scored on another corpus than those ranked
 COLUMNS = ("config", "status", "mean", "ci_low", "ci_high", "delta", "p_value", "p_holm", "tied_with_best", "n")
 
@@ -85,9 +90,16 @@ class SweepResults:
                 f"{self.objective}: no minimum detectable effect: it needs two questions with a value in both "
                 "the leader and another configuration"
             )
+        test = f"(paired test, alpha {self.alpha}, power {self.power:.0%})"
+        if self.mde < 0.001:  # at 3 decimals it would read "differences below 0.000"
+            detectable = f"differences in {self.objective} as small as 0.001 are detectable {test}"
+        else:
+            detectable = f"differences below {self.mde:.3f} {self.objective} are not detectable {test}"
+        leader = self.per_query.columns[0]
+        needed = questions_to_detect(self.per_query, leader, TARGET_DIFFERENCE, self.alpha, self.power)
         return (
-            f"with {self.n_questions} answerable questions, differences below {self.mde:.3f} {self.objective} "
-            f"are not detectable (paired test, alpha {self.alpha}, power {self.power:.0%})"
+            f"with {self.n_questions} answerable questions, {detectable}; detecting {TARGET_DIFFERENCE} would "
+            f"take about {max(2, math.ceil(needed))} answerable questions"
         )
 
     def worst(self, n: int = 10) -> pd.DataFrame:
@@ -210,6 +222,22 @@ def minimum_detectable_effect(
     per_query: Mapping[str, pd.Series], leader: str, alpha: float = ALPHA, power: float = POWER
 ) -> float:
     """The MDE of the module docstring; NaN without a second finished configuration."""
+    spread, size = paired_spread(per_query, leader)
+    return float(z_sum(alpha, power) * spread / np.sqrt(size)) if np.isfinite(spread) else float("nan")
+
+
+def questions_to_detect(
+    per_query: Mapping[str, pd.Series], leader: str, delta: float, alpha: float = ALPHA, power: float = POWER
+) -> float:
+    """The answerable questions the paired test needs to detect a true difference `delta` (the
+    module docstring's approximation solved for n); NaN where the MDE is."""
+    spread, _ = paired_spread(per_query, leader)
+    return float((z_sum(alpha, power) * spread / delta) ** 2)
+
+
+def paired_spread(per_query: Mapping[str, pd.Series], leader: str) -> tuple[float, float]:
+    """sd(d) and n of the module docstring: the medians over the configurations other than the
+    leader of their differences' standard deviation and number; NaN without one."""
     spreads, sizes = [], []
     for run_id, values in per_query.items():
         if run_id == leader:
@@ -219,11 +247,15 @@ def minimum_detectable_effect(
             spreads.append(d.std(ddof=1))
             sizes.append(d.size)
     if not spreads:
-        return float("nan")
+        return float("nan"), float("nan")
+    return float(np.median(spreads)), float(np.median(sizes))
+
+
+def z_sum(alpha: float, power: float) -> float:
+    """z(1 - alpha/2) + z(power)."""
     from scipy import stats  # here, not at the top: `sweep.best --among tied` ranks without it (0.5 s)
 
-    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
-    return float(z * np.median(spreads) / np.sqrt(np.median(sizes)))
+    return float(stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power))
 
 
 def differing_keys(params: Mapping[str, Mapping[str, str]]) -> pd.DataFrame:
