@@ -18,11 +18,19 @@ from rich.console import Console
 from helpers.data import golden_of, ranked
 from sweep.errors import InputError
 from sweep.evaluation import score
+from sweep.evaluation.abstention import Calibration
 from sweep.evaluation.leaderboard import build
 from sweep.evaluation.record import TrialRecord
+from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE
 from sweep.formats.golden import GoldenSet
 from sweep.progress import progress_bar
-from sweep.reporting.console import overall_table, print_evaluation, print_leaderboard, summary_line
+from sweep.reporting.console import (
+    overall_table,
+    print_calibration,
+    print_evaluation,
+    print_leaderboard,
+    summary_line,
+)
 from sweep.reporting.logs import SUMMARY, ConsoleFilter, ConsoleFormatter, set_verbosity
 
 
@@ -207,3 +215,16 @@ def test_the_worst_questions_are_those_below_the_median(evaluation):
         ("q6", "0.5000"),
     ]  # not q1, at the median, nor the perfect ones
     assert "noise0:?, noise1:?, noise2:?, d3:1" in text and ":0" not in text  # unjudged, not judged not relevant
+
+
+@pytest.mark.parametrize(
+    ("suggested", "printed"), [(0.12345678901234567, "0.1234"), (0.57, "0.5700"), (-0.25, "-0.2500")]
+)
+def test_the_suggested_threshold_prints_at_4_decimals_rounded_down(suggested, printed):
+    at = {ABSTAIN_CORRECT: 0.5, ABSTAIN_FALSE: 0.125, "recall_at_5": 0.8}
+    out = io.StringIO()
+    print_calibration(Calibration("recall_at_5", pd.DataFrame(), suggested, 0.6875, at), Console(file=out, width=80))
+    assert out.getvalue() == (
+        f"Abstention: suggested abstain.min_score={printed} (balanced accuracy 0.688): unanswerable abstaining "
+        "50.0%, answerable abstaining 12.5%, recall_at_5 0.8000\n"
+    )

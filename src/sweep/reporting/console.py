@@ -19,7 +19,7 @@ from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE, BY_NAME, C
 from sweep.evaluation.significance import RESAMPLES, bootstrap_ci
 from sweep.formats.golden import doc_grades
 from sweep.reporting.configs import config_labels, shared_overrides
-from sweep.reporting.formatting import cost_in_column, is_missing, number
+from sweep.reporting.formatting import cost_in_column, is_missing, number, threshold
 from sweep.text import shortened
 
 
@@ -182,10 +182,11 @@ def print_evaluation(
 
 
 def print_calibration(calibration: Calibration, console: Console | None = None) -> None:
-    """One line: the suggested threshold (full precision, to paste back) and what it gives."""
+    """One line: the suggested threshold (4 decimals, rounded down: every question the threshold
+    answers still is) and what it gives."""
     at = calibration.at_suggested
     (console or default_console()).print(
-        f"Abstention: suggested abstain.min_score={calibration.suggested!r} (balanced accuracy "
+        f"Abstention: suggested abstain.min_score={threshold(calibration.suggested)} (balanced accuracy "
         f"{calibration.balanced_accuracy:.3f}): unanswerable abstaining {at.get(ABSTAIN_CORRECT, float('nan')):.1%}, "
         f"answerable abstaining {at.get(ABSTAIN_FALSE, float('nan')):.1%}, {calibration.metric} {number(at[calibration.metric])}",
         soft_wrap=True,

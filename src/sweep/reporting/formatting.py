@@ -8,6 +8,7 @@ Used by the console tables, the HTML page, and the Markdown and text of `sweep.c
 from __future__ import annotations
 
 import math
+from decimal import ROUND_FLOOR, Decimal
 
 from sweep.evaluation.registry import measure_of
 
@@ -27,6 +28,14 @@ def number(value: object, digits: int = 4, signed: bool = False, missing: str = 
     if is_missing(value):
         return missing
     return f"{float(value):+.{digits}f}" if signed else f"{float(value):.{digits}f}"
+
+
+def threshold(value: float, digits: int = 4) -> str:
+    """A score threshold to paste back: `digits` decimals, rounded down (of the decimal the float
+    reads as), so every score at or above the threshold still is; an infinity as Python writes it."""
+    if not math.isfinite(value):
+        return repr(float(value))
+    return f"{Decimal(repr(float(value))).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_FLOOR):f}"
 
 
 def significant(value: object, digits: int = 3, missing: str = MISSING) -> str:
