@@ -301,8 +301,10 @@ def test_a_50_mb_question_neither_stalls_the_report_nor_loses_text(tmp_path, hug
 @pytest.mark.slow
 def test_the_evaluate_report_of_a_50_mb_question_is_quick(tmp_path, huge_question):
     golden = tmp_path / "golden.jsonl"
-    golden.write_text((huge_question / "golden.jsonl").read_text().splitlines()[-1] + "\n")  # the huge one alone
-    run = write(tmp_path / "run.trec", b"huge Q0 nothing 1 1.0 t\n")
+    # the huge one, and one answered, so that the huge one is below the median: a worst question
+    huge = (huge_question / "golden.jsonl").read_text().splitlines()[-1]
+    golden.write_text(huge + "\n" + json.dumps({"id": "ok", "question": "fine", "relevant": {"d1": 1}}) + "\n")
+    run = write(tmp_path / "run.trec", b"huge Q0 nothing 1 1.0 t\nok Q0 d1 1 1.0 t\n")
     start = time.monotonic()
     result = processes.run(
         [sys.executable, "-m", "sweep.evaluate", golden, run],
@@ -659,7 +661,7 @@ def test_best_checks_its_arguments_and_quotes_cannot_break_its_filter(tmp_path, 
             ["--output", str(tmp_path)],
             f"--output {tmp_path}: is a folder; give a file name, e.g. {tmp_path / 'best.yaml'}",
         ),
-        (["--sweep", "abc' or '1'='1"], "--sweep \"abc' or '1'='1\": not an MLflow run id (32 hexadecimal digits)"),
+        (["--sweep", "abc' or '1'='1"], "--sweep \"abc' or '1'='1\": not an MLflow run id (32 hexadecimal digits), nor 'latest'"),
         (
             ["--metric", "ndcg`_at_10"],
             "--metric 'ndcg`_at_10': not a metric name (letters, digits and _ - . / : space)",
