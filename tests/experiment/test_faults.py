@@ -661,7 +661,10 @@ def test_best_checks_its_arguments_and_quotes_cannot_break_its_filter(tmp_path, 
             ["--output", str(tmp_path)],
             f"--output {tmp_path}: is a folder; give a file name, e.g. {tmp_path / 'best.yaml'}",
         ),
-        (["--sweep", "abc' or '1'='1"], "--sweep \"abc' or '1'='1\": not an MLflow run id (32 hexadecimal digits), nor 'latest'"),
+        (
+            ["--sweep", "abc' or '1'='1"],
+            "--sweep \"abc' or '1'='1\": not an MLflow run id (32 hexadecimal digits), nor 'latest'",
+        ),
         (
             ["--metric", "ndcg`_at_10"],
             "--metric 'ndcg`_at_10': not a metric name (letters, digits and _ - . / : space)",
