@@ -28,12 +28,12 @@ from sweep.evaluation.record import TrialRecord
 from sweep.evaluation.registry import HEADLINE
 from sweep.evaluation.rescoring import rescored
 from sweep.evaluation.significance import SEED
-from sweep.formats.golden import GoldenSet, load_golden
+from sweep.formats.golden import GoldenSet
 from sweep.formats.judgments import JudgeGrade, load_judgments, person_grades, with_judge_grades
-from sweep.labelling.pooling import corpus_of, golden_path
+from sweep.labelling.pooling import golden_path
 from sweep.reporting.judge_report import side_by_side
 from sweep.tracking.audits import log_judge_audit
-from sweep.tracking.digests import file_order_digest, golden_digest, golden_digests
+from sweep.tracking.digests import file_order_digest, golden_as_scored, golden_digest, golden_digests, scored_corpus
 from sweep.tracking.reading import LoggedRun, logged_run, sweep_children, sweep_id
 from sweep.tracking.records import load_record
 from sweep.tracking.store import DEFAULT_EXPERIMENT, connect
@@ -141,14 +141,14 @@ def audit_sweep(
 
 
 def people_grades(path: Path, run: LoggedRun) -> tuple[GoldenSet, bool | None]:
-    """The golden set at `path`, and whether it is the one `run` was scored on (its digest, taken
-    with the run's corpus as the run took it; None where that corpus is not there any more)."""
-    split = run.params.get("golden.split", "test")
+    """The golden set at `path` read as `run` read its own (`golden_as_scored`: split, pending
+    questions under `golden.status=all`), and whether it is the one `run` was scored on (its digest,
+    taken with the run's corpus; None where that corpus is gone or has changed)."""
     try:
-        corpus, _ = corpus_of(run, None)
+        corpus = scored_corpus(run)
     except InputError:
-        return load_golden(path, split=split, warn=False), None
-    people = load_golden(path, corpus, split=split, warn=False)
+        return golden_as_scored(path, None, run), None
+    people = golden_as_scored(path, corpus, run)
     return people, bool(golden_digests(run.tags) & {golden_digest(people), file_order_digest(people)})
 
 

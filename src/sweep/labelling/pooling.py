@@ -33,6 +33,7 @@ from sweep.formats.corpus import Corpus, load_corpus
 from sweep.formats.golden import GoldenSet, load_golden
 from sweep.labelling.queue import Candidate, Header, PooledChunk, write_queue
 from sweep.text import listed
+from sweep.tracking.digests import CORPUS_DIGEST, scored_corpus
 from sweep.tracking.reading import LoggedRun, golden_source, logged_run, sweep_children, sweep_id
 from sweep.tracking.records import load_record
 from sweep.tracking.store import DEFAULT_EXPERIMENT, connect
@@ -163,20 +164,19 @@ def golden_path(runs: Sequence[LoggedRun], given: str | None) -> Path:
 
 
 def corpus_of(run: LoggedRun, given: str | None) -> tuple[Corpus, str]:
-    """The corpus `run` searched (or `given`, which must have the same content), and its id scheme."""
+    """The corpus `run` searched (`scored_corpus`), or `given`, which must have the same content,
+    and its id scheme."""
     ids = run.params.get("golden.corpus_ids", "path")
-    source = given or run.tags.get("data.corpus")
-    if source is None:
-        raise InputError(f"run {run.run_id} has no data.corpus tag: give the corpus with --corpus")
-    if given is None and not Path(source).exists():
-        raise InputError(
-            f"{source}: the corpus the runs searched is not there (relative to {Path.cwd()}); give --corpus"
-        )
-    corpus = load_corpus(source, ids=ids)
-    expected = run.tags.get("data.corpus_digest")
+    if given is None:
+        try:
+            return scored_corpus(run), ids
+        except InputError as error:
+            raise InputError(f"{error}; give the corpus the runs searched with --corpus") from None
+    corpus = load_corpus(given, ids=ids)
+    expected = run.tags.get(CORPUS_DIGEST)
     if expected and corpus.digest != expected:
         raise InputError(
-            f"{source}: not the corpus the runs searched (digest {corpus.digest[:12]}…, the runs' "
+            f"{given}: not the corpus the runs searched (digest {corpus.digest[:12]}…, the runs' "
             f"{expected[:12]}…): chunk offsets would not match; give the corpus they used with --corpus"
         )
     return corpus, ids

@@ -235,9 +235,10 @@ def scored_corpus(run: Any) -> Corpus:
     return corpus
 
 
-def golden_as_scored(path: str | Path, corpus: Corpus, run: Any) -> GoldenSet:
-    """The golden set at `path` read as the logged run `run` read its own: with its corpus, its
-    split, and, where it ran with `golden.status=all`, its questions pending review as reviewed."""
+def golden_as_scored(path: str | Path, corpus: Corpus | None, run: Any) -> GoldenSet:
+    """The golden set at `path` read as the logged run `run` read its own: with its corpus (None:
+    evidence unresolved), its split, and, where it ran with `golden.status=all`, its questions
+    pending review as reviewed."""
     golden = load_golden(path, corpus, split=run.params.get("golden.split", "test"), warn=False)
     return golden.all_reviewed() if run.params.get("golden.status", REVIEWED) != REVIEWED else golden
 
