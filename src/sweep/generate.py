@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sweep.arguments import positive_int
+from sweep.arguments import add_chat_options, chat_client, check_chat_options, positive_int
 from sweep.errors import InputError, exit_2_on_bad_input
 from sweep.formats.corpus import load_corpus
 from sweep.formats.files import write_text_atomically
@@ -35,7 +34,6 @@ from sweep.formats.golden import GoldenSet, save_golden
 from sweep.labelling.generation import SPREAD_BY, Generated, generate_questions, judge_unanswered, load_prompt
 from sweep.labelling.generation_filters import DUPLICATE_COSINE, JUDGED_TOP, MAX_EVIDENCE_SHARE, ROUND_TRIP_K
 from sweep.labelling.grading import load_template
-from sweep.retrieval.chat_client import ChatClient
 
 PREFIX = "generate"  # of the request and token counts (`generate/requests`, ...)
 
@@ -44,14 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sweep.generate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", required=True, help="the corpus: a JSON Lines file, a BEIR folder or a folder")
     parser.add_argument("--questions", required=True, type=positive_int, metavar="N", help="questions to ask for")
-    parser.add_argument("--base-url", required=True, help="the chat server, e.g. http://localhost:11434/v1")
-    parser.add_argument("--model", required=True, help="the model name the server knows")
-    parser.add_argument(
-        "--api-key-env", default="OPENAI_API_KEY", help="the environment variable holding the key (default %(default)s)"
-    )
-    parser.add_argument("--max-cost-usd", type=float, help="refuse before sending when the estimate is above this")
-    parser.add_argument("--price-per-mtok", type=float, help="US$ per million tokens sent (0 for a local server)")
-    parser.add_argument("--output-price-per-mtok", type=float, help="US$ per million tokens received")
+    add_chat_options(parser, "generate")
     parser.add_argument(
         "--unanswerable", type=float, default=0.0, metavar="SHARE", help="the share asked to be unanswerable (0 to 1)"
     )
@@ -62,16 +53,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--unanswerable-prompt", help="an unanswerable-question prompt with {topics}")
     parser.add_argument(
         "--top-k", type=positive_int, default=ROUND_TRIP_K, help="BM25 must find the source in this top (default 20)"
-    )
-    parser.add_argument(
-        "--max-tokens", type=positive_int, default=512, help="the longest answer, and the estimate's (default 512)"
-    )
-    parser.add_argument("--max-concurrency", type=positive_int, default=4, help="requests at once (default 4)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
-    parser.add_argument(
-        "--cache-dir",
-        default=str(Path(os.environ.get("SWEEP_CACHE_DIR", ".cache/golden-sweep")) / "generate"),
-        help="answers kept here, so a second run sends nothing (default %(default)s)",
     )
     parser.add_argument("--output", required=True, metavar="GENERATED", help="the golden file to write (.jsonl)")
     return parser
@@ -92,27 +73,8 @@ def _checked(args: argparse.Namespace) -> Path:
         raise InputError(f"--output {output}: is the corpus")
     if not 0 <= args.unanswerable <= 1:
         raise InputError(f"--unanswerable {args.unanswerable}: a share, from 0 to 1")
-    if args.max_cost_usd is not None and args.price_per_mtok is None:
-        raise InputError("--max-cost-usd needs --price-per-mtok (and --output-price-per-mtok) to estimate a cost")
+    check_chat_options(args)
     return output
-
-
-def _chat(args: argparse.Namespace, model: str, json_answers: bool, max_cost_usd: float | None) -> ChatClient:
-    return ChatClient(
-        model,
-        args.base_url,
-        args.api_key_env,
-        seed=args.seed,
-        max_tokens=args.max_tokens,
-        json_answers=json_answers,
-        max_concurrency=args.max_concurrency,
-        timeout=args.timeout,
-        price_per_mtok=args.price_per_mtok,
-        output_price_per_mtok=args.output_price_per_mtok,
-        max_cost_usd=max_cost_usd,
-        cache_dir=args.cache_dir,
-        settings="--",
-    )
 
 
 @exit_2_on_bad_input
@@ -124,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.unanswerable_prompt, "generate_unanswerable", ("topics",), "--unanswerable-prompt"
     )
     corpus = load_corpus(args.corpus)
-    chat = _chat(args, args.model, True, args.max_cost_usd)
+    chat = chat_client(args, json_answers=True)
     generated = generate_questions(
         corpus,
         chat,
@@ -139,7 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stats = chat.stats(PREFIX)
     if args.judge_model:
         spent = stats.get(f"cost/{PREFIX}_usd", 0.0)  # one cap over both: the judge may spend what is left
-        judge = _chat(args, args.judge_model, False, None if args.max_cost_usd is None else args.max_cost_usd - spent)
+        judge = chat_client(
+            args, args.judge_model, max_cost_usd=None if args.max_cost_usd is None else args.max_cost_usd - spent
+        )
         judge_unanswered(generated, corpus, judge, load_template(None))
         stats |= judge.stats("judge")
     lines = _lines(generated, stats, args, f"llm:{args.model}@{prompt.hash}")

@@ -18,20 +18,18 @@ Bad input is one `error:` line and exit code 2.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from sweep.arguments import positive_int
+from sweep.arguments import add_chat_options, chat_client, check_chat_options, positive_int
 from sweep.errors import InputError, exit_2_on_bad_input
 from sweep.formats.corpus import load_corpus
 from sweep.formats.golden import load_golden
 from sweep.formats.judgments import JudgeGrade, write_judgments
 from sweep.labelling.grading import DEFAULT_PASSAGE_TOKENS, calibration_pairs, grade_pairs, load_template, pool_pairs
 from sweep.labelling.queue import load_queue, queue_corpus
-from sweep.retrieval.chat_client import ChatClient
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,14 +48,7 @@ def _add_grade(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("queue", metavar="QUEUE", help="a labelling queue written by python -m sweep.pool")
     parser.add_argument("--golden", required=True, help="the golden set the pool was built from")
     parser.add_argument("--corpus", help="the corpus (default: the one the queue names)")
-    parser.add_argument("--base-url", required=True, help="the chat server, e.g. http://localhost:11434/v1")
-    parser.add_argument("--model", required=True, help="the model name the server knows")
-    parser.add_argument(
-        "--api-key-env", default="OPENAI_API_KEY", help="the environment variable holding the key (default %(default)s)"
-    )
-    parser.add_argument("--max-cost-usd", type=float, help="refuse before sending when the estimate is above this")
-    parser.add_argument("--price-per-mtok", type=float, help="US$ per million tokens sent (0 for a local server)")
-    parser.add_argument("--output-price-per-mtok", type=float, help="US$ per million tokens received")
+    add_chat_options(parser, "judge")
     parser.add_argument("--prompt", help="a prompt file with {query} and {passage} (default: UMBRELA's)")
     parser.add_argument(
         "--calibration", type=int, default=0, metavar="N", help="also grade N pairs people graded, drawn uniformly"
@@ -71,16 +62,6 @@ def _add_grade(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_PASSAGE_TOKENS,
         help="documents longer than this are cut there, and the judgment says so (default %(default)s)",
     )
-    parser.add_argument(
-        "--max-tokens", type=positive_int, default=512, help="the longest answer, and the estimate's (default 512)"
-    )
-    parser.add_argument("--max-concurrency", type=positive_int, default=4, help="requests at once (default 4)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
-    parser.add_argument(
-        "--cache-dir",
-        default=str(Path(os.environ.get("SWEEP_CACHE_DIR", ".cache/golden-sweep")) / "judge"),
-        help="answers kept here, so a second run sends nothing (default %(default)s)",
-    )
     parser.add_argument("--output", required=True, metavar="JUDGMENTS", help="the judgments file to write (.jsonl)")
 
 
@@ -92,8 +73,7 @@ def _grade(args: argparse.Namespace) -> int:
         raise InputError(f"--output {output}: is the golden set or the queue; the judge never writes those")
     if args.calibration < 0:
         raise InputError(f"--calibration {args.calibration}: must be >= 0")
-    if args.max_cost_usd is not None and args.price_per_mtok is None:
-        raise InputError("--max-cost-usd needs --price-per-mtok (and --output-price-per-mtok) to estimate a cost")
+    check_chat_options(args)
     template = load_template(args.prompt)
     source, ids = (args.corpus, "path") if args.corpus else queue_corpus(Path(args.queue))
     corpus = load_corpus(source, ids=ids)
@@ -101,20 +81,7 @@ def _grade(args: argparse.Namespace) -> int:
     pairs = pool_pairs(load_queue(Path(args.queue), corpus), golden)
     pooled = {(pair.qid, pair.doc) for pair in pairs}
     pairs += [p for p in calibration_pairs(golden, args.calibration, args.seed) if (p.qid, p.doc) not in pooled]
-    chat = ChatClient(
-        args.model,
-        args.base_url,
-        args.api_key_env,
-        seed=args.seed,
-        max_tokens=args.max_tokens,
-        max_concurrency=args.max_concurrency,
-        timeout=args.timeout,
-        price_per_mtok=args.price_per_mtok,
-        output_price_per_mtok=args.output_price_per_mtok,
-        max_cost_usd=args.max_cost_usd,
-        cache_dir=args.cache_dir,
-        settings="--",
-    )
+    chat = chat_client(args)
     grades = grade_pairs(pairs, golden, corpus, chat, template, args.max_passage_tokens)
     try:
         write_judgments(output, grades)
