@@ -49,6 +49,24 @@ def test_the_leader_is_first_ties_are_marked_and_a_clear_loser_is_not_tied():
     assert table.at["far", "n"] == 120
 
 
+def test_the_difference_from_the_leader_has_its_paired_interval():
+    """The interval of the mean per-question difference, narrower than either configuration's own
+    (the questions' spread cancels out): it excludes 0 for the clear loser, whose own interval
+    overlaps nothing of the leader's only because the loser is far behind."""
+    values = sweep_values()
+    table = rank(values)
+    best = table.index[0]
+    assert table.at[best, "delta_low"] == table.at[best, "delta_high"] == 0
+    assert (table["delta_low"] <= table["delta"] + 1e-12).all() and (
+        table["delta"] <= table["delta_high"] + 1e-12
+    ).all()
+    close = table.index[1]
+    assert table.at[close, "delta_low"] < 0 < table.at[close, "delta_high"]  # tied: 0 is inside
+    assert table.at["far", "delta_high"] < 0  # worse: 0 is outside
+    own = table.at["far", "ci_high"] - table.at["far", "ci_low"]
+    assert table.at["far", "delta_high"] - table.at["far", "delta_low"] < own / 2
+
+
 def test_holm_correction_is_across_the_sweeps_comparisons():
     values = sweep_values()
     table = rank(values)
@@ -67,7 +85,7 @@ def test_ranking_without_intervals_is_the_same_ranking_less_the_intervals():
     with a NaN-holed question; only the bootstrap columns are left empty."""
     values = sweep_values(seed=3) | {"holed": per_question(np.r_[np.nan, np.linspace(0.2, 0.8, 119)])}
     full, bare = rank(values), rank(values, intervals=False)
-    intervals = ["ci_low", "ci_high"]
+    intervals = ["ci_low", "ci_high", "delta_low", "delta_high"]
     pd.testing.assert_frame_equal(bare.drop(columns=intervals), full.drop(columns=intervals))
     assert bare[intervals].isna().all().all() and full[intervals].notna().all().all()
 

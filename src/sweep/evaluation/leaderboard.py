@@ -1,11 +1,12 @@
 """A sweep's leaderboard with its uncertainty: which configurations the golden set can tell apart.
 
 Per configuration (a finished child run): the mean of the objective over the questions where it
-is defined, its 95% percentile-bootstrap interval (resampling questions), and a paired test
-against the leader (the highest mean): a two-sided randomization (sign-flip) p-value on the
-per-question differences, Holm-corrected across the sweep's comparisons. A configuration is
-`tied_with_best` when that corrected p-value is at least `alpha`: the data cannot say it is worse.
-Resampling is seeded, so the same runs give the same intervals, p-values, marks and order.
+is defined, its 95% percentile-bootstrap interval (resampling questions), and a paired comparison
+with the leader (the highest mean): the 95% bootstrap interval of the mean per-question difference
+(`delta_low`, `delta_high`: resampling the questions both have), and a two-sided randomization
+(sign-flip) p-value on those differences, Holm-corrected across the sweep's comparisons. A
+configuration is `tied_with_best` when that corrected p-value is at least `alpha`: the data cannot
+say it is worse. Resampling is seeded, so the same runs give the same intervals, p-values, marks and order.
 
 Minimum detectable effect (`mde`): the smallest true difference in the objective's mean that a
 paired test at `alpha` (two-sided) would detect with probability `power`, for the questions at
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,7 +48,11 @@ ALPHA = 0.05
 POWER = 0.8
 TARGET_DIFFERENCE = 0.02  # the difference the MDE line says how many questions would detect
 NOT_RANKED = "not ranked: other corpus"  # the status of a run scored on another corpus than those ranked
-COLUMNS = ("config", "status", "mean", "ci_low", "ci_high", "delta", "p_value", "p_holm", "tied_with_best", "n")
+COLUMNS = (
+    "config", "status", "mean", "ci_low", "ci_high", "n", "delta", "delta_low", "delta_high", "p_value", "p_holm",
+    "tied_with_best",
+)  # fmt: skip
+COMMIT = "mlflow.source.git.commit"  # the tag of the git commit a run ran
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,10 @@ class SweepResults:
     alpha: float = ALPHA
     power: float = POWER
     note: str = ""  # which runs were not ranked and why (`other_corpora`), in one line; "" when all were
+    # what the ranked runs were scored on and ran, each value once, in run order
+    golden_paths: tuple[str, ...] = ()
+    golden_digests: tuple[str, ...] = ()
+    commits: tuple[str, ...] = ()
 
     @property
     def n_questions(self) -> int:
@@ -136,6 +145,7 @@ def build(objective: str, runs: Sequence[TrialRecord], alpha: float = ALPHA, see
         else pd.DataFrame(columns=["question", "type"])
     )
     leader = ranked.index[0] if len(ranked) else None
+    scored = [by_id[r] for r in ranked.index]
     return SweepResults(
         objective=objective,
         leaderboard=leaderboard,
@@ -146,7 +156,15 @@ def build(objective: str, runs: Sequence[TrialRecord], alpha: float = ALPHA, see
         mde=minimum_detectable_effect(per_query, leader, alpha) if leader else float("nan"),
         alpha=alpha,
         note=note,
+        golden_paths=distinct(str(run.config.get("golden", {}).get("path") or "") for run in scored),
+        golden_digests=distinct(run.golden_digest or "" for run in scored),
+        commits=distinct(run.tags.get(COMMIT, "") for run in scored),
     )
+
+
+def distinct(values: Iterable[str]) -> tuple[str, ...]:
+    """The non-empty `values`, each once, in order."""
+    return tuple(dict.fromkeys(v for v in values if v))
 
 
 def other_corpora(scored: Sequence[TrialRecord]) -> tuple[set[str], str]:
@@ -186,9 +204,9 @@ def rank(
 ) -> pd.DataFrame:
     """The statistical columns of the leaderboard, one row per run id (keys of `per_query`, each a
     Series of the objective per question, NaN where undefined), best mean first (the earlier run
-    on equal means): mean, ci_low, ci_high, delta (vs the leader), p_value, p_holm,
-    tied_with_best, n. Without `intervals`, ci_low and ci_high are NaN and nothing is bootstrapped
-    (which runs are tied needs only the tests)."""
+    on equal means): mean, ci_low, ci_high, n, delta (vs the leader), delta_low and delta_high (its
+    paired interval), p_value, p_holm, tied_with_best. Without `intervals`, the intervals are NaN
+    and nothing is bootstrapped (which runs are tied needs only the tests)."""
     rows = {}
     for run_id, values in per_query.items():
         if intervals:
@@ -200,11 +218,19 @@ def rank(
     table = pd.DataFrame.from_dict(rows, orient="index", columns=["mean", "ci_low", "ci_high", "n"])
     table = table.sort_values("mean", ascending=False, kind="stable", na_position="last")
     if not len(table) or table["mean"].isna().all():
-        return table.assign(delta=np.nan, p_value=np.nan, p_holm=np.nan, tied_with_best=False)
+        return table.assign(
+            delta=np.nan, delta_low=np.nan, delta_high=np.nan, p_value=np.nan, p_holm=np.nan, tied_with_best=False
+        )
     leader = table.index[0]
     deltas = {run_id: paired_differences(per_query[leader], per_query[run_id]) for run_id in table.index[1:]}
     p_values = pd.Series({run_id: randomization_p(d, n_resamples, seed) for run_id, d in deltas.items()}, dtype=float)
     table["delta"] = table["mean"] - table.at[leader, "mean"]
+    table["delta_low"], table["delta_high"] = (0.0, 0.0) if intervals else (np.nan, np.nan)  # the leader's
+    if intervals:
+        spread = bootstrap_ci(
+            pd.DataFrame({r: pd.Series(d) for r, d in deltas.items()}), n_resamples=n_resamples, seed=seed
+        )
+        table.loc[spread.index, "delta_low"], table.loc[spread.index, "delta_high"] = spread["low"], spread["high"]
     table["p_value"] = p_values.reindex(table.index)
     table["p_holm"] = pd.Series(holm(p_values.to_numpy()), index=p_values.index).reindex(table.index)
     table.loc[leader, ["p_value", "p_holm"]] = 1.0
