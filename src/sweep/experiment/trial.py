@@ -235,12 +235,15 @@ def warn_about_holes(evaluation: Evaluation, floor: float, metric: str = "judged
         )  # fmt: skip
 
 
-def run_trial(cfg: DictConfig, choices: Mapping[str, str] | None = None, overrides: Sequence[str] = ()) -> Trial:
+def run_trial(
+    cfg: DictConfig, choices: Mapping[str, str] | None = None, overrides: Sequence[str] = (), name: str = ""
+) -> Trial:
     """Evaluate the configuration `cfg` and log it as an MLflow run, or, in a resumed sweep,
     return the run in which it already finished. `choices`: each config group's chosen option
-    (logged as params); `overrides`: the command line that gave `cfg`."""
+    (logged as params); `overrides`: the command line that gave `cfg`; `name`: the run's (default:
+    its overrides, or "default")."""
     began = time.perf_counter()
-    name = " ".join(overrides) or "default"
+    name = name or " ".join(overrides) or "default"
     digests = combination_digests(cfg)
     digest = digests[0] if digests else None
     earlier = earlier_runs(digests) if digests and cfg.get(RESUME) is True else []
