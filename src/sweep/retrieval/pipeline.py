@@ -35,7 +35,7 @@ import hashlib
 import logging
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -46,6 +46,7 @@ from sweep.formats.corpus import Corpus
 from sweep.formats.golden import GoldenSet, Question, corpus_in_nfc
 from sweep.formats.runs import Run
 from sweep.progress import progress_bar
+from sweep.retrieval import stages
 from sweep.retrieval.chunking import Chunk, Chunker
 from sweep.retrieval.filters import Filter, NoFilter, filter_stats
 from sweep.retrieval.rerank import NoReranker, Reranker
@@ -188,6 +189,7 @@ class Retrieval:
     stats: dict[str, float]
     contexts: dict[str, list[tuple[int, float]]]  # every qid -> its top (chunk position, score); [] abstained
     parts: dict[str, PartRetrieval] = field(default_factory=dict)  # the retriever's parts by name; {}: none
+    latencies: dict[str, float] = field(default_factory=dict)  # each timed question's ms alone; {}: none timed
 
     def parts_by_question(self) -> dict[str, dict[str, list[list[object]]]]:
         """The parts' chunk hits turned around: `{qid: {part: [[doc, start, end, score], ...]}}`,
@@ -252,16 +254,21 @@ class Pipeline:
     ignore_identical_ids: bool = False  # drop hits in the document whose id is the question's
     latency_sample: int = LATENCY_SAMPLE  # questions whose whole path is timed alone
 
+    def __post_init__(self) -> None:
+        self.retriever = stages.reused(self.retriever)  # its answers kept for the next configuration
+
     def retrieve(self, corpus: Corpus, golden: GoldenSet, name: str = "golden-sweep") -> Retrieval:
         corpus = corpus_in_nfc(corpus)  # a folder's file names as macOS writes them (NFD): runs name them in NFC
         warn_exact_copies(corpus)
-        chunks = self.chunker.split(corpus)
+        chunks, chunks_kept = stages.chunked(self.chunker, corpus)  # or those a configuration before made
         order = TieOrder.of(chunks)
         self.filter.prepare(corpus, chunks, golden, self.chunk_depth)  # bad filters fail before anything is embedded
         texts = [c.embedded_text for c in chunks]  # a chunk's context (e.g. its heading path) goes with it
-        self.retriever.attach_metadata([corpus.by_id[c.doc_id].metadata for c in chunks])  # for a vector database
+        metadata = [corpus.by_id[c.doc_id].metadata for c in chunks]
+        self.retriever.attach_metadata(metadata)  # for a vector database
         start = time.perf_counter()
-        self.retriever.build(texts)
+        with stages.searching(texts, metadata, self._plan(golden)):  # what a reused retriever's answers are kept under
+            self.retriever.build(texts)
         build_s = time.perf_counter() - start
         start = time.perf_counter()
         self.reranker.build(texts)
@@ -274,7 +281,7 @@ class Pipeline:
         rankings: dict[str, list[tuple[str, float]]] = {}
         contexts: dict[str, list[tuple[int, float]]] = {}
         restricted: list[tuple[Restriction, int]] = []
-        doc_ids = np.array([c.doc_id for c in chunks], dtype=object) if self.ignore_identical_ids else None
+        doc_ids = self.own_documents(chunks)
         parts = PartAnswers(chunks, self.depth, doc_ids, order)
         for question in progress_bar(golden, desc="searching", unit="question"):
             answer = self._answer(question, chunks, doc_ids, order)
@@ -297,11 +304,16 @@ class Pipeline:
             "time/rerank_s": rerank_build_s + rerank_s,
             "throughput/questions_per_s": len(golden) / (done - start),
             "time/latency_s": time.perf_counter() - done,
-            "latency/questions": float(len(latencies)),
-            **{f"latency/search_ms_p{q}": float(np.percentile(latencies, q)) for q in (50, 95, 99)},
+            **latency_stats(list(latencies.values())),
             "corpus/chunks": float(len(chunks)),
+            "cache/chunks": float(chunks_kept),
         }
-        return Retrieval(Run.from_ranked(rankings, name), chunks, stats, contexts, parts.retrievals())
+        return Retrieval(Run.from_ranked(rankings, name), chunks, stats, contexts, parts.retrievals(), latencies)
+
+    def _plan(self, golden: GoldenSet) -> tuple:
+        """What decides the searches the retriever will be asked: every question with its filters,
+        the filter's settings and the depth (`stages.searching`)."""
+        return [(q.question, dict(q.filters)) for q in golden], self.filter, self.chunk_depth
 
     def _answer(
         self, question: Question, chunks: Sequence[Chunk], doc_ids: np.ndarray | None, order: TieOrder
@@ -322,17 +334,46 @@ class Pipeline:
 
     def _latencies(
         self, golden: GoldenSet, chunks: Sequence[Chunk], doc_ids: np.ndarray | None, order: TieOrder
-    ) -> list[float]:
-        """Milliseconds of each sampled question's whole path, the clock around that alone: its own
-        encode (no batch), filter, search, rerank, documents, one question at a time as a live
-        system answers them, on one PyTorch thread (`one_torch_thread`). Their answers are
-        dropped: the scored ones are the batch path's."""
+    ) -> dict[str, float]:
+        """Milliseconds of each sampled question's whole path (`time_alone`), by question id, one
+        question at a time as a live system answers them, on one PyTorch thread
+        (`one_torch_thread`); {} with `latency_sample` 0 (a sweep times its configurations
+        together at its end: `sweep.experiment.latency_pass`)."""
         sample = [golden.questions[i] for i in latency_sample(len(golden), self.latency_sample)]
-        latencies = []
+        if not sample:
+            return {}
         with one_torch_thread(), self.retriever.alone([question.question for question in sample]):
-            for question in sample:
-                start = time.perf_counter()
-                self._answer(question, chunks, doc_ids, order)
-                elapsed = time.perf_counter() - start
-                latencies.append(1000 * elapsed + self.retriever.replayed_ms(question.question))
-        return latencies
+            return {question.id: self.time_alone(question, chunks, doc_ids, order) for question in sample}
+
+    def own_documents(self, chunks: Sequence[Chunk]) -> np.ndarray | None:
+        """Each chunk's document id, where a question's hits in its own document are dropped
+        (`ignore_identical_ids`); else None."""
+        return np.array([c.doc_id for c in chunks], dtype=object) if self.ignore_identical_ids else None
+
+    def clock(self, chunks: Sequence[Chunk]) -> Callable[[Question], float]:
+        """`time_alone` for questions over `chunks`, those `retrieve` built the retriever on (one
+        configuration of a sweep's latency pass, timed beside the others)."""
+        return partial(self.time_alone, chunks=chunks, doc_ids=self.own_documents(chunks), order=TieOrder.of(chunks))
+
+    def time_alone(
+        self, question: Question, chunks: Sequence[Chunk], doc_ids: np.ndarray | None, order: TieOrder
+    ) -> float:
+        """Milliseconds of `question`'s whole path, the clock around that alone: its own encode (no
+        batch; inside the retriever's `alone`), filter, search, rerank, documents, plus what the
+        retriever replayed rather than spent (`replayed_ms`). Its answer is dropped: the scored
+        ones are the batch path's."""
+        start = time.perf_counter()
+        self._answer(question, chunks, doc_ids, order)
+        elapsed = time.perf_counter() - start
+        return 1000 * elapsed + self.retriever.replayed_ms(question.question)
+
+
+def latency_stats(latencies: Sequence[float]) -> dict[str, float]:
+    """`latency/questions` and `latency/search_ms_p50`, `_p95`, `_p99` of per-question
+    milliseconds; {} when no question was timed."""
+    if not latencies:
+        return {}
+    return {
+        "latency/questions": float(len(latencies)),
+        **{f"latency/search_ms_p{q}": float(np.percentile(latencies, q)) for q in (50, 95, 99)},
+    }
