@@ -27,6 +27,11 @@ One corpus: a configuration scored on another corpus than the others (its `data.
 the corpus file was edited while the sweep ran) is not ranked against them. The runs of the corpus
 most of them searched (on a tie, the earliest run's) are ranked; the others follow with the status
 `NOT_RANKED`, and one line (`SweepResults.note`, under the leaderboard) names them.
+
+Latency: from the ranked runs' timed questions (`tables/latency.json`, a sweep's all timed together),
+`sweep.evaluation.latency.marks` adds the p50's interval (`latency_low`, `latency_high`), the ratio
+to the fastest and the Holm-corrected p-value of the paired test against it, the `slower` mark, and
+`on_front` (the quality-versus-latency front that counts only significant latency differences).
 """
 
 from __future__ import annotations
@@ -40,6 +45,10 @@ import numpy as np
 import pandas as pd
 
 from sweep.errors import InputError
+from sweep.evaluation.latency import PREFIX as LATENCY_PREFIX
+from sweep.evaluation.latency import TABLE as LATENCY_TABLE
+from sweep.evaluation.latency import marks as latency_marks
+from sweep.evaluation.latency import not_slower, per_question_ms
 from sweep.evaluation.record import CORPUS_DIGEST, TrialRecord
 from sweep.evaluation.registry import COSTS
 from sweep.evaluation.significance import RESAMPLES, SEED, bootstrap_ci, holm, paired, randomization_p, sample_mean
@@ -134,7 +143,9 @@ def build(objective: str, runs: Sequence[TrialRecord], alpha: float = ALPHA, see
     metrics = pd.DataFrame.from_dict({r: dict(by_id[r].metrics) for r in order}, orient="index").reindex(order)
     costs = [c for c in COSTS if c in metrics.columns]
     others = [c for c in metrics.columns if c not in costs and not c.startswith("type/")]
-    leaderboard = described.join(ranked).join(metrics[[*costs, *sorted(others)]])
+    timed = per_question_ms({r: by_id[r].tables.get(LATENCY_TABLE) for r in ranked.index})
+    latency = latency_marks(ranked["mean"], timed, alpha, seed)  # from the questions timed together
+    leaderboard = described.join(ranked).join(latency).join(metrics[[*costs, *sorted(others)]])
     leaderboard.index.name = "run_id"
     prefix, suffix = "type/", f"/{objective}"
     per_type = metrics[[c for c in metrics.columns if c.startswith(prefix) and c.endswith(suffix)]]
@@ -295,7 +306,10 @@ def differing_keys(params: Mapping[str, Mapping[str, str]]) -> pd.DataFrame:
 def cheapest_tied(metric: str, records: Sequence[TrialRecord], prefer: str) -> tuple[TrialRecord, str]:
     """The record with the lowest `prefer` (a cost metric) among `records` tied with the best by
     `metric` (`rank`; the better-ranked one on equal cost; a record without `prefer` comes last),
-    and why, in one line. No tied record with `prefer` is an error, not a choice by NaN."""
+    and why, in one line. No tied record with `prefer` is an error, not a choice by NaN. A latency
+    (`latency/search_ms_...`) of records with timed questions counts only where a paired test finds
+    it (`sweep.evaluation.latency.not_slower`): the better-ranked of those not significantly slower
+    than the fastest, and the line says when that is a tie by latency."""
     board = rank(objective_values(metric, records), intervals=False)
     if board["mean"].isna().all():
         raise InputError(
@@ -312,8 +326,20 @@ def cheapest_tied(metric: str, records: Sequence[TrialRecord], prefer: str) -> t
         )
     chosen = cost.fillna(np.inf).sort_values(kind="stable").index[0]
     leader = board.index[0]
-    why = (
-        f"the lowest {prefer} ({cost[chosen]:.4g}) of {len(tied)} of {len(board)} runs tied with the best "
+    among = (
+        f"{len(tied)} of {len(board)} runs tied with the best "
         f"(run {leader}: {metric} {board.at[leader, 'mean']:.4f}; Holm-corrected paired test, alpha {ALPHA})"
     )
-    return by_id[chosen], why
+    latency = prefer.startswith(LATENCY_PREFIX)
+    timed = per_question_ms({r: by_id[r].tables.get(LATENCY_TABLE) for r in tied.index}) if latency else {}
+    if not timed:
+        return by_id[chosen], f"the lowest {prefer} ({cost[chosen]:.4g}) of {among}"
+    # latency: only a difference the paired test over the timed questions finds counts
+    fast = not_slower(timed, list(tied.index), ALPHA)
+    chosen, test = fast[0], f"paired test over the timed questions, Holm-corrected, alpha {ALPHA}"
+    if len(fast) == 1:
+        return by_id[chosen], f"significantly the fastest ({prefer} {cost[chosen]:.4g}; {test}) of {among}"
+    return by_id[chosen], (
+        f"a tie by latency: {len(fast)} runs are not significantly slower than the fastest ({test}), so the "
+        f"best-ranked of them ({prefer} {cost[chosen]:.4g}), of {among}"
+    )
