@@ -16,7 +16,10 @@ that left out (`BestRun.note`, on stderr).
 
 `among="tied"` takes the cheapest (lowest `prefer`) of the runs the golden set cannot tell apart
 from the best one (a Holm-corrected paired test over the questions: `sweep.evaluation.leaderboard`), rather
-than a maximum that may be noise.
+than a maximum that may be noise. A latency (`--prefer latency/search_ms_p50`) of runs with timed
+questions (`tables/latency.json`; a sweep times its runs together) counts only where a paired test
+over those questions finds a difference: of the runs not significantly slower than the fastest, the
+best-ranked, and the line says so when that is a tie by latency (`sweep.evaluation.latency`).
 
 `sweep`: a sweep's parent run id, or `latest` (the sweep started last in the experiment:
 `sweep.tracking.reading.sweep_id`, as every command that takes a sweep).
@@ -57,6 +60,7 @@ from sweep.tracking.digests import (
     is_legacy,
     same_golden_set,
 )
+from sweep.tracking.latencies import timed_records
 from sweep.tracking.legacy import current_targets
 from sweep.tracking.reading import (
     LATEST,
@@ -68,7 +72,7 @@ from sweep.tracking.reading import (
     require_artifacts,
     sweep_id,
 )
-from sweep.tracking.records import load_record, load_records
+from sweep.tracking.records import load_record
 from sweep.tracking.store import DEFAULT_EXPERIMENT, PARENT_TAG, RUN_ID, connect, existing_experiment_id
 
 AMONG = ("best", "tied")  # the single best value, or the cheapest of those tied with it
@@ -142,7 +146,7 @@ def find_best(
     require_artifacts(best)
     chosen = best.run_id
     if among == "tied":
-        records = load_records(candidates)
+        records = timed_records(candidates)  # with their timed questions: a latency counts where a test finds it
         check_legacy_size(
             best.golden_digest or "", max((len(r.per_query) for r in records if r.per_query is not None), default=0)
         )

@@ -59,6 +59,7 @@ from sweep.errors import (
     stop_on_signals,
 )
 from sweep.evaluation.leaderboard import build as build_leaderboard
+from sweep.experiment.latency_pass import time_sweep
 from sweep.experiment.preflight import preflight
 from sweep.experiment.trial import HOW_IT_RUNS, Trial, run_trial
 from sweep.experiment.workers import SWEEP_GONE, SWEEP_PID, end_with_the_sweep
@@ -294,6 +295,8 @@ class ParentRunCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """The leaderboard; then, if combinations failed, one line each and exit code 1."""
         raise_if_interrupted()  # the sweep was stopped, not finished: `stop` closes it
+        set_verbosity(config.verbosity)  # the console as the jobs had it, for the latency pass's libraries too
+        time_sweep()  # every finished configuration timed together, before the leaderboard reads them
         summary, html = close_sweep()
         if summary is None:
             return

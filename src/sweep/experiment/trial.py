@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -34,6 +35,8 @@ from omegaconf.errors import OmegaConfBaseException
 from sweep.evaluation import DEFAULT_METRICS, Evaluation, score
 from sweep.evaluation.abstention import Calibration, calibrate
 from sweep.evaluation.context import DEFAULT_CUTOFFS, score_contexts
+from sweep.evaluation.latency import TABLE as LATENCY_TABLE
+from sweep.evaluation.latency import latency_table
 from sweep.evaluation.record import Part, TrialRecord, trial_record
 from sweep.formats.corpus import ID_SCHEMES, Corpus, load_corpus
 from sweep.formats.drift import changed_documents
@@ -44,7 +47,7 @@ from sweep.reporting.plots import close_figures, trial_figures
 from sweep.retrieval.pipeline import Pipeline
 from sweep.settings import Cutoffs, Exists, NonEmpty, OneOf, Range, check_config
 from sweep.tracking.digests import scored_on
-from sweep.tracking.lifecycle import RunIds, trial_run
+from sweep.tracking.lifecycle import PARENT_RUN, RunIds, trial_run
 from sweep.tracking.reading import WORKING_FOLDER, LoggedRun
 from sweep.tracking.records import metric_key, save_record
 from sweep.tracking.store import CONFIG_DIGEST
@@ -265,6 +268,8 @@ def run_trial(
         configured = TrialRecord(name, resolved, tuple(overrides), dict(choices or {}))
         save_record(configured)  # first the config: a run that fails below still says what it was
         pipeline = build_pipeline(cfg)  # cheap: models load when the pipeline first needs them
+        if os.environ.get(PARENT_RUN):  # a sweep times its configurations together at its end (latency_pass)
+            pipeline.latency_sample = 0
         corpus, golden = data or load_data(cfg)
         with closing(pipeline.retriever):  # a vector database's collection or table goes, however the run ends
             retrieval = pipeline.retrieve(corpus, golden, name=name)
@@ -286,6 +291,8 @@ def run_trial(
             evaluation=evaluation, calibration=calibration, golden=golden, corpus=corpus,
             delivered_chunks=retrieval.delivered_chunks(), parts=parts, stats=retrieval.stats | timings,
         )  # fmt: skip
+        if retrieval.latencies:  # each timed question's ms, for the paired tests of latency
+            record = replace(record, tables=record.tables | {LATENCY_TABLE: latency_table(retrieval.latencies)})
         figures = trial_figures(record, evaluation.headline)
         try:
             save_record(record, figures, with_config=False)

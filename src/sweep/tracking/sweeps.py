@@ -25,10 +25,11 @@ from sweep.errors import InputError, Interrupted
 from sweep.evaluation.leaderboard import SweepResults
 from sweep.evaluation.record import TrialRecord
 from sweep.evaluation.registry import HEADLINE
+from sweep.tracking.latencies import timed_records
 from sweep.tracking.legacy import legacy_targets
 from sweep.tracking.lifecycle import PARENT_RUN, kill_orphans, process_tags, run_name
 from sweep.tracking.reading import LoggedRun, sweep_children
-from sweep.tracking.records import load_records, log_tables, loggable
+from sweep.tracking.records import log_tables, loggable
 from sweep.tracking.store import CONFIG_DIGEST, SUPERSEDED_BY, connect, search_pages, tracking_uri, use_experiment
 
 log = logging.getLogger(__name__)
@@ -155,7 +156,7 @@ def finish_sweep(
     children = sweep_children(parent_id)
     results = None
     if children:
-        results = leaderboard(objective, load_records(children))
+        results = leaderboard(objective, timed_records(children))
         log_tables({"tables/leaderboard.json": results.leaderboard.reset_index()}, run_id=parent_id)
         mlflow.log_metrics(loggable({f"stats/mde_{objective}": results.mde}))
     failed = [(c.overrides, c.tags.get("error") or c.status) for c in children if c.status != "FINISHED"]
