@@ -1,7 +1,8 @@
 """Benchmark: where a sweep's time goes, on the bundled golden set (data/kb).
 
-    python bench/sweep_costs.py            # all three parts, about 3.5 minutes on 2 cores
-    python bench/sweep_costs.py --quick    # part 2 without its 4 separate processes, about 2.5 minutes
+    python bench/sweep_costs.py            # all four parts
+    python bench/sweep_costs.py --quick    # part 2 without its 4 separate processes, part 4 without its reuse-off sweep
+    python bench/sweep_costs.py --part 4   # only part 4
 
 1. One run's time split: the default configuration (MiniLM, chunk=200, flat index), composed by
    Hydra as `python -m sweep` composes it and run in process by `sweep.experiment.trial.run_trial`, cold
@@ -17,6 +18,15 @@
 3. Embedding throughput on the chunks of part 1: `SentenceTransformerEmbedder.encode_documents`
    against a bare `SentenceTransformer.encode` (batch 64, normalized) in the same process, best of
    --reps, alternating which goes first; and the largest difference between their vectors.
+
+4. A sweep costs what it changes (issue 50): `python -m sweep -m model=hybrid model.weight=0.0,0.1,...,1.0`
+   (11 runs) with an empty cache against `python -m sweep model=minilm` followed by `python -m sweep
+   model=bm25` (one empty cache, as a user's), then the sweep with `SWEEP_REUSE=0` (every stage computed
+   in every run; not with --quick), and with a warm cache (11 weights, and 1: what each extra weight adds).
+   Beside each sweep's wall time, the sum of its distinct work: each stage's logged time summed over its
+   runs, where a reused stage logs 0, so with reuse each stage counts what it cost the first time. The
+   rest (interpreter, imports, Hydra, MLflow logging, plots, the report) is the overhead. The latency
+   timing is shown apart, wherever it is logged (per run, or on the sweep's parent run).
 
 Nothing here is random (FAISS indexes build single-threaded with a fixed seed in sweep.retrieval.index).
 Everything is written under one temporary folder, removed at the end.
@@ -54,6 +64,18 @@ GOLDEN = str(resources.files("sweep.data") / "kb/golden.jsonl")
 STAGES = ("model_load", "embed", "index", "search", "metrics")
 SWEEP = ("chunk=200,400", "index=flat,hnsw")
 COMBINATIONS = [f"chunk={c} index={i}" for c in (200, 400) for i in ("flat", "hnsw")]
+HYBRID = ("-m", "model=hybrid", "model.weight=" + ",".join(f"{w / 10:.1f}" for w in range(11)))
+# what a hybrid run's stages log (0 where reused), by stage: the distinct work of part 4
+WORK = {
+    "MiniLM model load": ("member/minilm/time/model_load_s",),
+    "corpus embedding (or cache read)": ("member/minilm/time/embed_s",),
+    "FAISS index": ("member/minilm/time/index_s",),
+    "question encoding (or cache read)": ("member/minilm/time/query_encode_s",),
+    "BM25 index": ("member/bm25/time/index_s",),
+    "search + fusion": ("time/search_s",),
+    "rank and context metrics": ("time/metrics_s", "time/context_metrics_s"),
+}
+LATENCY = "time/latency_s"
 
 
 # ---------------------------------------------------------------- helpers
@@ -259,6 +281,88 @@ def embedding_throughput(reps: int) -> None:
     print(f"max |ours - bare| over all vector components: {np.abs(vectors['ours'] - vectors['bare']).max():.2e}")
 
 
+# ---------------------------------------------------------------- 4. a sweep costs what it changes
+
+
+@contextlib.contextmanager
+def environment(**values: str) -> Iterator[None]:
+    """os.environ with `values` set (the commands inherit it), as it was afterwards."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name)
+            else:
+                os.environ[name] = value
+
+
+def logged_work(folder: Path) -> tuple[dict[str, float], dict[str, int], float]:
+    """Of the runs in folder/mlflow.db: each stage's seconds summed over the runs, how many runs
+    computed it (logged more than 0), and the latency timing's seconds (the runs' and the parent's)."""
+    client = mlflow.MlflowClient(store(folder))
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    children = [r.data.metrics for r in runs if r.data.tags.get("sweep.parent") != "true"]
+    parents = [r.data.metrics for r in runs if r.data.tags.get("sweep.parent") == "true"]
+    seconds = {stage: sum(m.get(k, 0.0) for m in children for k in keys) for stage, keys in WORK.items()}
+    computed = {stage: sum(any(m.get(k, 0.0) > 0 for k in keys) for m in children) for stage, keys in WORK.items()}
+    latency = sum(m.get(LATENCY, 0.0) for m in children) + sum(
+        value for m in parents for key, value in m.items() if key.startswith("time/") and "latency" in key
+    )
+    return seconds, computed, latency
+
+
+def reuse_costs(folder: Path, quick: bool) -> None:
+    """Print part 4's tables."""
+    singles = folder / "singles"
+    minilm = python_m_sweep(singles, ["model=minilm"])
+    bm25 = python_m_sweep(singles, ["model=bm25"])
+    cold = python_m_sweep(folder / "cold", HYBRID)
+    warm = python_m_sweep(folder / "warm", HYBRID, cache=folder / "cold" / "cache")
+    warm_one = python_m_sweep(folder / "warm-one", HYBRID[:2] + ("model.weight=0.0",), cache=folder / "cold" / "cache")
+    sweeps = {"reuse, empty cache": "cold", "reuse, warm cache": "warm"}
+    walls = {"cold": cold, "warm": warm}
+    if not quick:
+        with environment(SWEEP_REUSE="0"):
+            walls["off"] = python_m_sweep(folder / "off", HYBRID)
+        sweeps["SWEEP_REUSE=0, empty cache"] = "off"
+    base = minilm + bm25
+    rows = [
+        ["python -m sweep model=minilm, then model=bm25 (one empty cache)", f"{base:.1f}", "1.00x"],
+        *[[f"11 weights, {case}", f"{walls[f]:.1f}", f"{walls[f] / base:.2f}x"] for case, f in sweeps.items()],
+        ["1 weight, reuse, warm cache", f"{warm_one:.1f}", f"{warm_one / base:.2f}x"],
+    ]
+    print_table(
+        "4. `python -m sweep " + " ".join(HYBRID) + "` against one MiniLM and one BM25 run "
+        "(seconds, each a new process; ratio = wall / the two runs'; goal: empty cache <= 1.3x)",
+        ["case", "wall", "ratio"],
+        rows,
+    )
+    print(f"each extra weight, warm cache: {(warm - warm_one) / 10:.2f} s ((11 weights - 1 weight) / 10; goal <= 2 s)")
+
+    work = {f: logged_work(folder / f) for f in sweeps.values()}
+    header = ["stage"] + [f"{case}: s (runs)" for case in sweeps]
+    rows = [[stage, *[f"{work[f][0][stage]:.2f} ({work[f][1][stage]})" for f in sweeps.values()]] for stage in WORK]
+    distinct = {f: sum(work[f][0].values()) for f in sweeps.values()}
+    rows += [
+        ["distinct work (sum)", *[f"{distinct[f]:.2f}" for f in sweeps.values()]],
+        ["latency timing", *[f"{work[f][2]:.2f}" for f in sweeps.values()]],
+        ["sweep wall", *[f"{walls[f]:.2f}" for f in sweeps.values()]],
+        [
+            "overhead (wall - distinct - latency)",
+            *[f"{walls[f] - distinct[f] - work[f][2]:.2f}" for f in sweeps.values()],
+        ],
+    ]
+    print_table(
+        "   where the 11-weight sweep's time goes (seconds summed over its runs; (runs) = runs that computed the "
+        "stage, a reused one logs 0)",
+        header,
+        rows,
+    )
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -268,6 +372,7 @@ def main() -> None:
     parser.add_argument(
         "--reps", type=int, default=3, help="repetitions per encoder in part 3; the best counts (default 3)"
     )
+    parser.add_argument("--part", type=int, choices=(1, 2, 3, 4), help="run only this part")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # partial results show as they come
 
@@ -276,9 +381,14 @@ def main() -> None:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sweep-bench-") as tmp:
         folder = Path(tmp).resolve()
-        cold = time_split(folder / "split")
-        sweep_vs_singles(folder, cold, args.quick)
-        embedding_throughput(args.reps)
+        if args.part in (None, 1, 2):
+            cold = time_split(folder / "split")
+        if args.part in (None, 2):
+            sweep_vs_singles(folder, cold, args.quick)
+        if args.part in (None, 3):
+            embedding_throughput(args.reps)
+        if args.part in (None, 4):
+            reuse_costs(folder / "reuse", args.quick)
     print(f"\nbenchmark took {time.perf_counter() - start:.0f} s; load average now {os.getloadavg()[0]:.2f}")
 
 

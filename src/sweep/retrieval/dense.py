@@ -28,6 +28,7 @@ import numpy as np
 
 from sweep.retrieval.embed import CorpusEmbedding, Embedder, EmbeddingCache
 from sweep.retrieval.retriever import Restriction, Retriever
+from sweep.retrieval.stages import reuse_on
 from sweep.retrieval.vector_index import VectorIndex, Where
 
 log = logging.getLogger(__name__)
@@ -73,17 +74,20 @@ class DenseRetriever(Retriever):
         }
 
     def prepare_queries(self, queries: Sequence[str]) -> None:
-        """Encode every question in batches now; a search then looks its vector up. A remote
-        embedder's question vectors are cached as its corpus vectors are (they cost requests), so
-        a second run on the same questions makes none."""
+        """Encode every question in batches now; a search then looks its vector up. The question
+        vectors are cached as the corpus vectors are (`cache/query_vectors`: 1 when read from the
+        cache), so a second run on the same questions encodes none: always for a remote embedder
+        (they cost requests), for a local model unless reuse is off (`SWEEP_REUSE=0`)."""
         start = time.perf_counter()
         unique = list(dict.fromkeys(queries))
-        key = self._remote_key("queries", unique)
+        key = self._cache_key("queries", unique, local=reuse_on())
         stored = self.cache.get(key) if key else None
         vectors = stored if stored is not None else self.embedder.encode_queries(unique)
         if key and stored is None:
             self.cache.put(key, np.asarray(vectors, dtype=np.float32))
         self._queries = dict(zip(unique, vectors))
+        if key:
+            self._stats["cache/query_vectors"] = float(stored is not None)
         self._stats["time/query_encode_s"] = time.perf_counter() - start
         self._stats["latency/query_encode_ms_mean"] = 1000 * self._stats["time/query_encode_s"] / max(1, len(unique))
 
@@ -94,7 +98,7 @@ class DenseRetriever(Retriever):
         vectors (each costs a request): the first run measures them, later runs replay them (the
         search takes the batch's vector; `replayed_ms` says what the encode took)."""
         unique = list(dict.fromkeys(queries))
-        key = self._remote_key("query ms", unique)
+        key = self._cache_key("query ms", unique)
         stored = self.cache.get(key) if key else None
         self._alone_ms = {}
         self._replay = dict(zip(unique, stored[:, 0].tolist())) if stored is not None else None
@@ -110,11 +114,11 @@ class DenseRetriever(Retriever):
     def replayed_ms(self, query: str) -> float:
         return self._replay.get(query, 0.0) if self._replay is not None else 0.0
 
-    def _remote_key(self, role: str, queries: list[str]) -> str | None:
-        """The cache key of a remote embedder's `role` for these questions (their vectors, their
-        one-at-a-time timings); None for a local model (it is timed afresh: its cost is this
-        machine's)."""
-        if not (self.embedder.remote and self.cache is not None and queries):
+    def _cache_key(self, role: str, queries: list[str], local: bool = False) -> str | None:
+        """The cache key of the embedder's `role` for these questions (their vectors, their
+        one-at-a-time timings); None for a local model unless `local` (its one-question timings
+        are measured afresh: their cost is this machine's)."""
+        if not ((self.embedder.remote or local) and self.cache is not None and queries):
             return None
         return self.cache.key(self.embedder.identity | {"role": role}, queries)
 

@@ -32,6 +32,7 @@ import numpy as np
 from sweep.errors import InputError
 from sweep.retrieval.fusion import FUSIONS, NORMS, WEIGHTED, fuse
 from sweep.retrieval.retriever import Hits, Retriever
+from sweep.retrieval.stages import reused
 from sweep.settings import OneOf, Range, checked
 
 
@@ -55,34 +56,36 @@ class HybridRetriever(Retriever):
     ) -> None:
         if len(members) < 2:
             raise InputError(f"model.members: a hybrid needs two or more members, not {len(members)}")
-        self.members, self.norm, self.fusion, self.k, self.candidates = dict(members), norm, fusion, k, candidates
+        self.norm, self.fusion, self.k, self.candidates = norm, fusion, k, candidates
+        self.members = dict(members)
+        self._members = {name: reused(member) for name, member in members.items()}  # each one's answers kept
         self.weights = member_weights(list(self.members), fusion, weight, weights)
         self._last: dict[str, dict[str, Hits]] = {}  # query -> each member's hits in its last search
 
     def build(self, texts: Sequence[str]) -> None:
-        for member in self.members.values():
+        for member in self._members.values():
             member.build(texts)
 
     def prepare_queries(self, queries: Sequence[str]) -> None:
-        for member in self.members.values():
+        for member in self._members.values():
             member.prepare_queries(queries)
 
     @contextmanager
     def alone(self, queries: Sequence[str]) -> Iterator[None]:
         """Every member alone: a question alone costs them all, one after the other."""
         with ExitStack() as stack:
-            for member in self.members.values():
+            for member in self._members.values():
                 stack.enter_context(member.alone(queries))
             yield
 
     def replayed_ms(self, query: str) -> float:
-        return sum(member.replayed_ms(query) for member in self.members.values())
+        return sum(member.replayed_ms(query) for member in self._members.values())
 
     def search(
         self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, exact: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
         depth = k if self.candidates is None else self.candidates  # null: each member's whole answer at this depth
-        answers = {name: m.search(queries, depth, allowed, exact) for name, m in self.members.items()}
+        answers = {name: m.search(queries, depth, allowed, exact) for name, m in self._members.items()}
         scores = np.full((len(queries), k), -np.inf)
         ids = np.full((len(queries), k), -1, dtype=np.int64)
         for row, query in enumerate(queries):
@@ -96,16 +99,16 @@ class HybridRetriever(Retriever):
         return self._last.get(query, {})
 
     def attach_metadata(self, metadata: Sequence[Mapping[str, Any]]) -> None:
-        for member in self.members.values():
+        for member in self._members.values():
             member.attach_metadata(metadata)
 
     def close(self) -> None:
-        for member in self.members.values():
+        for member in self._members.values():
             member.close()
 
     def stats(self) -> dict[str, float]:
         """Each member's own, under `member/<name>/`, and their index bytes summed as `index/bytes`."""
-        own = {name: member.stats() for name, member in self.members.items()}  # an HNSW's recall check is costly: once
+        own = {name: member.stats() for name, member in self._members.items()}  # an HNSW's recall check is costly: once
         stats = {f"member/{name}/{key}": value for name, values in own.items() for key, value in values.items()}
         sizes = [values["index/bytes"] for values in own.values() if "index/bytes" in values]
         if sizes:

@@ -22,8 +22,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 
@@ -93,6 +94,32 @@ def declared_architectures(folder: Path) -> list[str]:
     return [str(name) for name in architectures] if isinstance(architectures, list) else []
 
 
+@lru_cache(maxsize=2)
+def load_cross_encoder(setting: str, folder: Path) -> Any:
+    """The trained CrossEncoder in `folder` (`setting`: reranker.model as given, for the errors),
+    on the CPU from its files alone; loaded once per process: a sweep's configurations share it, as
+    they only read it (`predict`). A folder that loads with weights initialised at random, or
+    without one output label, is an `InputError` (not kept: the next configuration says so too)."""
+    from sentence_transformers import CrossEncoder
+
+    try:
+        with newly_initialised_weights() as missing:
+            encoder = CrossEncoder(str(folder), device="cpu", local_files_only=True)
+    except (OSError, ValueError) as error:
+        raise InputError(f"reranker.model={setting}: not a loadable CrossEncoder ({error})") from None
+    if missing:
+        raise InputError(
+            f"reranker.model={setting}: its checkpoint lacks {', '.join(missing)}, which transformers "
+            "initialised at random (newly initialised, unseeded): it would score differently on every run; "
+            "give a trained cross-encoder"
+        )
+    if encoder.num_labels != 1:
+        raise InputError(
+            f"reranker.model={setting}: has {encoder.num_labels} output labels; a reranker needs 1 (a relevance score)"
+        )
+    return encoder
+
+
 class Reranker(ABC):
     """Reorders one question's chunk hits; its scores replace the retriever's."""
 
@@ -145,25 +172,10 @@ class CrossEncoderReranker(Reranker):
                 "a newly initialised, random head and score differently on every run"
             )
         import torch
-        from sentence_transformers import CrossEncoder
 
         self.texts = list(texts)
         self.raw_scores = torch.nn.Identity()  # logits: a sigmoid saturates to 1.0 in float32 and would tie the best
-        try:
-            with newly_initialised_weights() as missing:
-                self.encoder = CrossEncoder(str(folder), device="cpu", local_files_only=True)
-        except (OSError, ValueError) as error:
-            raise InputError(f"reranker.model={self.model}: not a loadable CrossEncoder ({error})") from None
-        if missing:
-            raise InputError(
-                f"reranker.model={self.model}: its checkpoint lacks {', '.join(missing)}, which transformers "
-                "initialised at random (newly initialised, unseeded): it would score differently on every run; "
-                "give a trained cross-encoder"
-            )
-        if self.encoder.num_labels != 1:
-            raise InputError(
-                f"reranker.model={self.model}: has {self.encoder.num_labels} output labels; a reranker needs 1 (a relevance score)"
-            )
+        self.encoder = load_cross_encoder(self.model, folder)
 
     def rerank(self, query: str, hits: Hits, search: SearchUnderFilter) -> Hits:
         top = hits[: self.candidates]
