@@ -23,8 +23,9 @@ from sweep.evaluation.leaderboard import (
 from sweep.evaluation.record import TrialRecord
 from sweep.reporting.configs import config_labels, settings_that_differ, shared_overrides, split_overrides
 from sweep.reporting.formatting import number
-from sweep.reporting.html import contrast, render
-from sweep.reporting.svg import Point, pareto_figure, pareto_marked, pareto_svg
+from sweep.reporting.html import render
+from sweep.reporting.html_parts import contrast
+from sweep.reporting.svg import Point, pareto_figure, pareto_svg
 
 OBJECTIVE = "ndcg_at_10"
 TYPES = ("lookup", "policy", "procedure")
@@ -107,6 +108,7 @@ def sweep_results() -> SweepResults:
         index=EXPECTED_ORDER,
     )
     leaderboard = described.join(ranked).join(costs)
+    leaderboard["on_front"] = leaderboard.index.isin(["run-hnsw", "run-flat"])  # as latency.marks: significantly faster
     leaderboard.index.name = "run_id"
     per_query_frame = pd.DataFrame(per_query)
     per_type = per_query_frame.groupby(questions["type"]).mean().T.loc[list(ranked.index)]
@@ -204,12 +206,10 @@ def test_latency_axis_is_logarithmic_when_the_spread_exceeds_ten_times():
 def test_labels_of_close_configurations_do_not_overlap():
     """Twelve configurations within a few thousandths and milliseconds of each other (ties, by
     design): each label in the plot, none over another, all inside the axes, written as given."""
-    points = pareto_marked(
-        [
-            Point(f"r{i}", f"model=m{i} prompt=$q$ & <b>", i + 1, 0.8 + 0.002 * (i % 4), 0.75, 0.85, lat, "tied")
-            for i, lat in enumerate([0.3, 0.32, 0.35, 1.4, 1.5, 1.6, 170, 175, 180, 185, 0.31, 1.45])
-        ]
-    )
+    points = [
+        Point(f"r{i}", f"model=m{i} prompt=$q$ & <b>", i + 1, 0.8 + 0.002 * (i % 4), 0.75, 0.85, lat, "tied", i < 2)
+        for i, lat in enumerate([0.3, 0.32, 0.35, 1.4, 1.5, 1.6, 170, 175, 180, 185, 0.31, 1.45])
+    ]
     figure = pareto_figure(points, OBJECTIVE)
     axes = figure.axes[0]
     figure.draw_without_rendering()
@@ -262,7 +262,7 @@ def test_page_without_scored_configurations(results):
     )
     page = render(empty, "failed sweep")
     assert "Nothing to plot" in page and "<svg" not in page
-    assert '<td class="num">-</td>' in page and ">FAILED</td>" in page
+    assert '<td class="num" data-label="#">-</td>' in page and ">FAILED</td>" in page
 
 
 # ---------------------------------------------------------------- in Chromium
@@ -401,16 +401,23 @@ def test_reports_in_a_browser(results, real_sweep, browser, tmp_path):
     assert plot_labels(browser) == ["#1 model=minilm index=hnsw", "#2 model=minilm index=flat", "#3 model=bm25"]
     assert any("model=tfidf" in note and "not placed" in note for note in texts("#pareto-section p.note"))
 
-    # 3. heatmap: finished configurations x question types, a number in each cell
-    assert texts("#heatmap thead th")[1:] == list(TYPES)
+    # 3. heatmap: finished configurations x question types, each headed by its answerable questions
+    # (20 of each type, less the 4 unanswerable: q57 a lookup, q58 a policy, q56 and q59 procedures)
+    assert texts("#heatmap thead th")[1:] == ["lookup\n19 q", "policy\n19 q", "procedure\n18 q"]
     cells = texts("#heatmap td.heat")
     assert len(cells) == 4 * len(TYPES)
     assert all(re.fullmatch(r"\d\.\d{4}", cell) for cell in cells)
 
-    # 4. worst questions: the hostile question first, shown as text
+    # 4. worst questions: the hostile question first, shown as text; the best, the runner-up and the
+    # last configuration as columns, every configuration's value a click away
     assert len(browser.find_elements(By.CSS_SELECTOR, "#worst tbody tr")) == 10
-    assert texts("#worst td.question")[0] == HOSTILE
-    assert texts("#worst tbody tr:first-child td.heat") == ["0.0000"] * 4
+    assert texts("#worst td.question span.text")[0] == HOSTILE
+    assert attributes("#worst thead th[data-run-id]", "data-run-id") == ["run-hnsw", "run-flat", "run-tfidf"]
+    assert texts("#worst tbody tr:first-child td.heat") == ["0.0000"] * 3
+    first = browser.find_element(By.CSS_SELECTOR, "#worst tbody tr:first-child details")
+    assert first.find_element(By.CSS_SELECTOR, "ol").text == ""  # closed
+    first.find_element(By.TAG_NAME, "summary").click()
+    assert attributes("#worst tbody tr:first-child details li", "data-run-id") == EXPECTED_ORDER[:4]
 
     # 5. only the keys that differ, once, a row per configuration; no word broken inside
     assert texts("#differing thead th") == ["config", "model", "index", "chunk"]

@@ -61,6 +61,7 @@ COLUMNS = (
     "config", "status", "mean", "ci_low", "ci_high", "n", "delta", "delta_low", "delta_high", "p_value", "p_holm",
     "tied_with_best",
 )  # fmt: skip
+GOLDEN_PATH = "golden.path"  # the param of the golden file a run was scored on
 COMMIT = "mlflow.source.git.commit"  # the tag of the git commit a run ran
 
 
@@ -167,7 +168,7 @@ def build(objective: str, runs: Sequence[TrialRecord], alpha: float = ALPHA, see
         mde=minimum_detectable_effect(per_query, leader, alpha) if leader else float("nan"),
         alpha=alpha,
         note=note,
-        golden_paths=distinct(str(run.config.get("golden", {}).get("path") or "") for run in scored),
+        golden_paths=distinct(run.params.get(GOLDEN_PATH, "") for run in scored),
         golden_digests=distinct(run.golden_digest or "" for run in scored),
         commits=distinct(run.tags.get(COMMIT, "") for run in scored),
     )

@@ -2,10 +2,12 @@
 
 One point per configuration with its interval as an error bar, the Pareto front through them, a
 label beside each point that overlaps no other label, point or interval where there is room, and a
-legend. Latency is on a log scale when the slowest configuration takes more than `LOG_FROM` times as
-long as the fastest (a dense model beside lexical ones), where a linear axis would pile the fast ones
-on one point. Each point's group carries its run id (`data-run-id`) and a `<title>`, the tooltip that
-names the configuration and its numbers.
+legend; the leader is drawn above everything else. Latency is on a log scale when the slowest
+configuration takes more than `LOG_FROM` times as long as the fastest (a dense model beside
+lexical ones), where a linear axis would pile the fast ones on one point. Each point's group
+carries its run id (`data-run-id`) and a `<title>`, the tooltip that names the configuration and
+its numbers. `inline_svg` makes any of the report's figures an element of the page (the
+objective-versus-setting curves of `sweep.reporting.curves` too), in the same style (`styled`).
 
 Text stays text (`svg.fonttype` "none"): a fraction of the size of glyph outlines, readable by a
 screen reader and found by the browser's search. It is measured in DejaVu Sans, which the page
@@ -20,8 +22,9 @@ from __future__ import annotations
 import html
 import io
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sweep.reporting.formatting import number
@@ -72,42 +75,52 @@ class Point:
         )
 
 
-def pareto_marked(points: Sequence[Point]) -> list[Point]:
-    """`points` with `on_front` set where no other point has at least the quality at no more
-    latency, and is strictly better on one of them."""
-
-    def dominated(p: Point) -> bool:
-        return any(
-            q.mean >= p.mean and q.latency <= p.latency and (q.mean > p.mean or q.latency < p.latency) for q in points
-        )
-
-    return [replace(p, on_front=not dominated(p)) for p in points]
-
-
 def pareto_svg(points: Sequence[Point], objective: str) -> str:
-    """The plot as an `<svg id="pareto">` element for an HTML page: no XML prolog, no namespace
-    URLs; each point's group with its run id and tooltip."""
+    """The plot as an `<svg id="pareto">` element for an HTML page (`inline_svg`): each point's
+    group with its run id and tooltip, each label's with the tooltip."""
+    groups = {}
+    for i, point in enumerate(points):
+        groups[f"configuration-{i}"] = ({"data-run-id": point.run_id}, point.tooltip(objective))
+        groups[f"configuration-{i}-label"] = ({}, point.tooltip(objective))
+    with styled():
+        figure = pareto_figure(points, objective)
+    return inline_svg(figure, "pareto", f"{objective} versus search latency", groups)
+
+
+def styled() -> AbstractContextManager[object]:
+    """matplotlib's settings for the report's plots (`STYLE`), while a figure is made and saved:
+    its text is measured in the font and size the page shows."""
     import matplotlib
 
-    with matplotlib.rc_context(STYLE):
-        figure = pareto_figure(points, objective)
+    return matplotlib.rc_context(STYLE)
+
+
+def inline_svg(
+    figure: Figure, element_id: str, description: str, groups: Mapping[str, tuple[Mapping[str, str], str]]
+) -> str:
+    """`figure` as an `<svg id=element_id>` element for an HTML page: no XML prolog, no namespace
+    URLs, `description` as its accessible name; the group of each artist whose gid is a key of
+    `groups` (attributes, tooltip) gets the attributes and the tooltip as its `<title>`."""
+    with styled():
         buffer = io.StringIO()
         figure.savefig(buffer, format="svg", metadata=METADATA)
     width, height = (f"{inches * 72:g}" for inches in figure.get_size_inches())
     svg = buffer.getvalue()
     # matplotlib's root element names its namespaces by URL, which a page inside HTML does without
     root = (
-        f'<svg id="pareto" width="{width}pt" height="{height}pt" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="{html.escape(objective)} versus search latency">'
+        f'<svg id="{element_id}" width="{width}pt" height="{height}pt" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{html.escape(description)}">'
     )
     svg = root + svg[svg.index(">", svg.index("<svg")) + 1 :]
 
     def with_tooltip(match: re.Match[str]) -> str:
-        point = points[int(match[1])]
-        run_id = "" if match[2] else f' data-run-id="{html.escape(point.run_id)}"'
-        return f"{match[0][:-1]}{run_id}><title>{html.escape(point.tooltip(objective))}</title>"
+        if match[1] not in groups:
+            return match[0]
+        attributes, tooltip = groups[match[1]]
+        data = "".join(f' {name}="{html.escape(value)}"' for name, value in attributes.items())
+        return f"{match[0][:-1]}{data}><title>{html.escape(tooltip)}</title>"
 
-    return re.sub(r'<g id="configuration-(\d+)(-label)?">', with_tooltip, svg)
+    return re.sub(r'<g id="([^"]+)">', with_tooltip, svg)
 
 
 def pareto_figure(points: Sequence[Point], objective: str) -> Figure:
@@ -144,7 +157,14 @@ def pareto_figure(points: Sequence[Point], objective: str) -> Figure:
         axes.errorbar(
             p.latency, p.mean, yerr=[[p.mean - p.low], [p.high - p.mean]], fmt="none", ecolor="#666666", capsize=4
         )
-        axes.plot(p.latency, p.mean, gid=f"configuration-{i}", clip_on=False, zorder=3, **marker(p.role, p.on_front))
+        axes.plot(
+            p.latency,
+            p.mean,
+            gid=f"configuration-{i}",
+            clip_on=False,
+            zorder=on_top(p.role),
+            **marker(p.role, p.on_front),
+        )
     labels = [
         axes.annotate(
             f"#{p.rank} {shortened(p.label, LABEL_LIMIT)}",
@@ -176,6 +196,11 @@ def marker(role: str, on_front: bool) -> dict[str, object]:
         "markeredgecolor": FRONT_COLOUR if on_front else "white",
         "markeredgewidth": 2 if on_front else 1,
     }
+
+
+def on_top(role: str) -> int:
+    """A point's z-order: the leader above every other point, label and line, never hidden under them."""
+    return 5 if role == "leader" else 3
 
 
 def legend_handles() -> list[Line2D]:
