@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from helpers.commands import runs_in, sweep
@@ -16,6 +17,19 @@ from sweep.retrieval.retriever import Hits
 
 def logged_json(client, run_id: str, path: str, folder: Path) -> dict:
     return json.loads(Path(client.download_artifacts(run_id, path, str(folder))).read_text())
+
+
+def logged_member_hits(client, run_id: str, folder: Path) -> dict[str, dict[str, list[list]]]:
+    """`parts/member_hits.parquet` (every candidate, a row each) as {qid: {member: [[doc, start, end, score], ...]}}."""
+    table = pd.read_parquet(client.download_artifacts(run_id, "parts/member_hits.parquet", str(folder)))
+    hits: dict[str, dict[str, list[list]]] = {}
+    for qid, member, rank, doc, start, end, score in table[
+        ["qid", "member", "rank", "doc", "start", "end", "score"]
+    ].values:
+        rows = hits.setdefault(qid, {}).setdefault(member, [])
+        assert rank == len(rows) + 1
+        rows.append([doc, int(start), int(end), float(score)])
+    return hits
 
 
 @pytest.fixture(scope="module")
@@ -43,23 +57,30 @@ def test_a_hybrid_run_logs_each_member_beside_the_fusion(hybrid_run, tmp_path, s
         "minilm",
         "bm25",
     )
-    hits = logged_json(client, run.info.run_id, "tables/member_hits.json", tmp_path / "artifacts")
+    hits = logged_member_hits(client, run.info.run_id, tmp_path / "artifacts")
     questions = [json.loads(line)["id"] for line in (small_kb_files / "golden.jsonl").read_text().splitlines()]
     assert set(hits) == set(questions)
     for members in hits.values():
         assert set(members) == {"minilm", "bm25"}
         for doc, start, end, score in members["minilm"]:
             assert isinstance(doc, str) and 0 <= start < end and -1 <= score <= 1
+    # the table a person reads in the UI: each member's top 10 of every question, as the candidates begin
+    shown = logged_json(client, run.info.run_id, "tables/member_hits.json", tmp_path / "artifacts")
+    assert shown["columns"] == ["qid", "member", "rank", "doc", "score", "start", "end"]
+    assert [[q, m, r, d, st, e, s] for q, m, r, d, s, st, e in shown["data"]] == [
+        [qid, member, rank, *hit] for qid, members in hits.items() for member, rows in members.items()
+        for rank, hit in enumerate(rows[:10], 1)
+    ]  # fmt: skip
 
 
 @pytest.mark.slow
 def test_the_fused_top_10_follows_from_member_hits_alone(hybrid_run, tmp_path):
-    """Every question's fused top 10, recomputed from `tables/member_hits.json` and the run's
+    """Every question's fused top 10, recomputed from `parts/member_hits.parquet` and the run's
     fusion settings, are the chunks and scores the run delivered."""
     client, run = hybrid_run
     params = run.data.params
     weight = float(params["model.weight"])
-    member_hits = logged_json(client, run.info.run_id, "tables/member_hits.json", tmp_path / "artifacts")
+    member_hits = logged_member_hits(client, run.info.run_id, tmp_path / "artifacts")
     delivered = logged_json(client, run.info.run_id, "tables/retrieved_chunks.json", tmp_path / "artifacts")
     recomputed, partly_shared = 0, 0
     for qid in member_hits:

@@ -15,7 +15,9 @@ finished is logged).
 A sweep's combinations may run in parallel processes or on a Ray cluster (`hydra/launcher=joblib`,
 `hydra/launcher=ray`): the parent run stays in this process, and every job gets the parent's id
 and the tracking store through Hydra's `hydra.job.env_set` (`pass_to_jobs`), which the launcher
-composes into each job's config and applies around the task in whichever process runs it.
+composes into each job's config and applies around the task in whichever process runs it; among
+them the overrides all its combinations share (`SHARED_OVERRIDES`), which each run's name leaves
+out (`weight=0.3`: `trial_name`), and which the parent run keeps as a tag and in its description.
 `resume=true` reopens the sweep's last unfinished parent run and skips what finished in it
 (`sweep.tracking.sweeps.resumable_sweep`, `sweep.experiment.trial`). A job in a worker process
 that the sweep's own process started (joblib's loky workers) ends when that process dies, even
@@ -31,6 +33,7 @@ writes go to /dev/null (`sweep.errors.outlive_the_reader`).
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import math
 import os
@@ -59,10 +62,12 @@ from sweep.errors import (
     stop_on_signals,
 )
 from sweep.evaluation.leaderboard import build as build_leaderboard
+from sweep.experiment.command_line import split_sweep
 from sweep.experiment.latency_pass import time_sweep
 from sweep.experiment.preflight import preflight
 from sweep.experiment.trial import HOW_IT_RUNS, Trial, run_trial
 from sweep.experiment.workers import SWEEP_GONE, SWEEP_PID, end_with_the_sweep
+from sweep.reporting.configs import varying_label
 from sweep.reporting.console import (
     default_console,
     print_calibration,
@@ -81,6 +86,7 @@ log = logging.getLogger("sweep")
 summary_log = logging.getLogger(SUMMARY)
 CONSOLE = default_console()
 EXIT_FAILED = 1  # a sweep in which some combination failed, or that could not open its parent run
+SHARED_OVERRIDES = "SWEEP_SHARED_OVERRIDES"  # a sweep's jobs' variable: the overrides all of them have (JSON)
 FLAGS = {"-q": "quiet", "--quiet": "quiet", "-v": "verbose", "--verbose": "verbose"}  # shorthands for verbosity=
 
 
@@ -90,6 +96,15 @@ def is_multirun() -> bool:
 
 def overrides() -> list[str]:
     return measured_overrides(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def trial_name() -> str:
+    """This run's name: in a sweep, its overrides less those the sweep shares (`varying_label`:
+    `weight=0.3`; the sweep's process passes them, `SHARED_OVERRIDES`); else, or where nothing is
+    left, its overrides; "default" without any."""
+    mine = overrides()
+    shared = os.environ.get(SHARED_OVERRIDES)
+    return (varying_label(mine, json.loads(shared)) if shared is not None else "") or " ".join(mine) or "default"
 
 
 def measured_overrides(overrides: Sequence[str]) -> list[str]:
@@ -218,7 +233,8 @@ def run_task(cfg: DictConfig) -> float | None:
     set_verbosity(cfg.verbosity)  # Hydra made this job's console afresh
     outlive_the_reader()  # its console handlers too
     try:
-        trial = run_trial(cfg, choices(), overrides())
+        name = trial_name()
+        trial = run_trial(cfg, choices(), overrides(), name)
     except Exception as error:
         if not is_multirun():
             raise
@@ -230,14 +246,13 @@ def run_task(cfg: DictConfig) -> float | None:
             log.exception("this combination failed; the sweep goes on")
         optuna = str(HydraConfig.get().sweeper.get("_target_", "")).startswith("hydra_plugins.hydra_optuna_sweeper")
         return None if optuna else math.nan
-    show(trial, cfg.objective, quiet=cfg.verbosity == "quiet")
+    show(trial, name, cfg.objective, quiet=cfg.verbosity == "quiet")
     return trial.objective
 
 
-def show(trial: Trial, objective: str, quiet: bool) -> None:
-    """Every run's summary line first (logged, so a sweep's log file has it too); a single run,
-    unless `quiet`, then prints its tables."""
-    name = " ".join(overrides()) or "default"
+def show(trial: Trial, name: str, objective: str, quiet: bool) -> None:
+    """Every run's summary line first, under the run's `name` (logged, so a sweep's log file has it
+    too); a single run, unless `quiet`, then prints its tables and its address in the UI."""
     if trial.evaluation is None:
         log.info(
             "%s: finished before, in run %s: %s %.4f (resume)",
@@ -253,7 +268,7 @@ def show(trial: Trial, objective: str, quiet: bool) -> None:
     print_evaluation(trial.evaluation, console=CONSOLE)
     if trial.calibration is not None:
         print_calibration(trial.calibration, console=CONSOLE)
-    print_lines(ui_hint(trial.mlflow_run.experiment_id), console=CONSOLE)
+    print_lines(ui_hint(trial.mlflow_run.experiment_id, trial.mlflow_run.run_id), console=CONSOLE)
 
 
 def pass_to_jobs(config: DictConfig, environment: dict[str, str]) -> None:
@@ -278,19 +293,19 @@ class ParentRunCallback(Callback):
     @exit_2_on_bad_input  # e.g. an unreachable tracking server: before any combination runs
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         set_verbosity(config.verbosity)  # before the launcher's first lines
+        measured = measured_overrides(config.hydra.overrides.task)
+        varying, shared = split_sweep(measured)
         try:
             parent = start_sweep(
-                config.experiment,
-                measured_overrides(config.hydra.overrides.task),
-                config.objective,
-                config.resume is True,
+                config.experiment, measured, config.objective, config.resume is True, shared, varying_label(varying, ())
             )
         except Exception as error:  # Hydra would only warn, and run every combination outside the sweep
             if bad_input(error) is not None:
                 raise
             print(f"error: cannot open the sweep's run at {tracking_uri()} ({one_line(error)})", file=sys.stderr)
             raise SystemExit(EXIT_FAILED) from None
-        pass_to_jobs(config, {**job_environment(parent), SWEEP_PID: str(os.getpid())})
+        environment = {SWEEP_PID: str(os.getpid()), SHARED_OVERRIDES: json.dumps(shared)}
+        pass_to_jobs(config, job_environment(parent) | environment)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """The leaderboard; then, if combinations failed, one line each and exit code 1."""
@@ -311,7 +326,7 @@ class ParentRunCallback(Callback):
             [f"Sweep run: {summary.parent_id} (what sweep.best --sweep, sweep.pool --sweep and sweep.compare take)"],
             console=CONSOLE,
         )
-        print_lines(ui_hint(summary.experiment_id), console=CONSOLE)
+        print_lines(ui_hint(summary.experiment_id, summary.parent_id), console=CONSOLE)
         if summary.failed:
             n = len(summary.results.leaderboard) if summary.results is not None else len(summary.failed)
             print(f"error: {len(summary.failed)} of {n} combinations failed:", file=sys.stderr)

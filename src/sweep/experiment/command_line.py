@@ -1,8 +1,8 @@
 """`python -m sweep`'s command line as Hydra reads it, for the preflight to compose what Hydra
 will: its options (those of `hydra.main`'s parser) and, with `-m`, the combinations Hydra's basic
-sweeper launches; and what Hydra says of a command line it cannot compose, in one line. Built on
-Hydra's public override parser; Hydra keeps its own versions of both in `hydra._internal`, which
-the tests hold these to."""
+sweeper launches (and the overrides they all share, which a sweep's run names leave out); and what
+Hydra says of a command line it cannot compose, in one line. Built on Hydra's public override
+parser; Hydra keeps its own versions of both in `hydra._internal`, which the tests hold these to."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 
 from hydra import compose
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.errors import MissingConfigException
 from omegaconf import DictConfig, OmegaConf
@@ -44,7 +45,7 @@ def sweep_combinations(overrides: Sequence[Override]) -> list[list[str]]:
     for override in overrides:
         key = override.get_key_element()
         if not override.is_sweep_override():
-            values[key] = [f"{key}={override.get_value_element_as_str()}"]
+            values[key] = [as_given_to_jobs(override)]
         elif override.is_discrete_sweep():
             values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
         else:
@@ -53,6 +54,19 @@ def sweep_combinations(overrides: Sequence[Override]) -> list[list[str]]:
                 "hydra/sweeper=optuna samples an interval"
             )
     return [list(combination) for combination in itertools.product(*values.values())]
+
+
+def as_given_to_jobs(override: Override) -> str:
+    """An override with one value as a sweeper hands it to each job: `key=value`."""
+    return f"{override.get_key_element()}={override.get_value_element_as_str()}"
+
+
+def split_sweep(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
+    """A sweep's command line (Hydra's own overrides left out) as the overrides that vary, as
+    given, and those every combination shares, as each job gets them (`as_given_to_jobs`)."""
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    varying = [o.input_line for o in parsed if o.is_sweep_override()]
+    return varying, [as_given_to_jobs(o) for o in parsed if not o.is_sweep_override()]
 
 
 def composition_error(error: Exception, overrides: Sequence[str]) -> str:

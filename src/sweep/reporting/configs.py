@@ -1,8 +1,11 @@
 """What tells a sweep's configurations apart, for the report: short labels and the settings that differ.
 
-A child run's label is its overrides (`model=bm25 golden.path=golden.jsonl cache_dir=cache`); in
-a sweep every child repeats the overrides the whole sweep shares, so the report labels each one
-by the overrides that vary only (`model=bm25`) and names the shared ones once.
+A child run's overrides (`model=bm25 model.k1=1.2 golden.path=golden.jsonl cache_dir=cache`)
+repeat, in a sweep, the overrides the whole sweep shares, so each configuration is named by the
+overrides that vary only, each key in its shortest form among them (`model=bm25 k1=1.2`:
+`varying_label`), and the shared ones are named once. The report and the console label the
+configurations so, and `python -m sweep` names a sweep's runs so (its shared overrides go to the
+sweep's run), so that a name fits where the MLflow UI cuts it.
 
 The settings that differ are the logged params (the resolved config, flattened) whose values are
 not the same in every configuration, less what only repeats the labels or other settings:
@@ -21,7 +24,7 @@ An override that varies is always shown. Each run's MLflow params keep every val
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import pandas as pd
 
@@ -47,12 +50,39 @@ def shared_overrides(configs: Mapping[str, str]) -> list[str]:
     return [o for o in split[0] if all(o in others for others in split[1:])]
 
 
+def short_keys(keys: Collection[str]) -> dict[str, str]:
+    """Each of `keys` -> its shortest dotted ending that no other of `keys` ends with
+    (`model.weight` -> `weight`; `model.members.bm25.k1` beside `model.members.tfidf.k1` -> `bm25.k1`);
+    a key that ends another one whole stays whole."""
+    short = {}
+    for key in keys:
+        parts = key.split(".")
+        endings = (".".join(parts[-n:]) for n in range(1, len(parts) + 1))
+        unique = (e for e in endings if not any(o != key and (o == e or o.endswith(f".{e}")) for o in keys))
+        short[key] = next(unique, key)
+    return short
+
+
+def varying_label(overrides: Sequence[str], shared: Collection[str], short: Mapping[str, str] | None = None) -> str:
+    """`overrides` less the `shared` ones, in their order, each key as `short` has it (default:
+    `short_keys` of the keys left): `["model=hybrid", "model.weight=0.3"]` less `model=hybrid` is
+    `weight=0.3`. "" where none is left."""
+    varying = [o for o in overrides if o not in shared]
+    short = short_keys([override_key(o) for o in varying]) if short is None else short
+    labels = []
+    for override in varying:
+        key, bare = override_key(override), override.lstrip("+~")
+        labels.append(f"{override[: len(override) - len(bare)]}{short.get(key, key)}{bare[len(key) :]}")
+    return " ".join(labels)
+
+
 def config_labels(configs: Mapping[str, str]) -> dict[str, str]:
-    """Run id -> its overrides less those every configuration shares. The whole overrides where
-    that leaves nothing (a sweep of one), the run id where there are none; a label two runs would
-    share gets its run id, so every configuration can be told apart."""
+    """Run id -> its overrides less those every configuration shares, as `varying_label` writes
+    them. The whole overrides where that leaves nothing (a sweep of one), the run id where there
+    are none; a label two runs would share gets its run id, so every configuration can be told apart."""
     shared = set(shared_overrides(configs))
-    labels = {run_id: " ".join(o for o in split_overrides(line) if o not in shared) for run_id, line in configs.items()}
+    short = short_keys(varying_override_keys(configs)) if len(configs) > 1 else {}  # one: its keys whole
+    labels = {run_id: varying_label(split_overrides(line), shared, short) for run_id, line in configs.items()}
     labels = {run_id: label or configs[run_id] or run_id for run_id, label in labels.items()}
     repeated = {label for label in labels.values() if list(labels.values()).count(label) > 1}
     return {run_id: f"{label} (run {run_id})" if label in repeated else label for run_id, label in labels.items()}

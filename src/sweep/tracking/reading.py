@@ -43,7 +43,9 @@ log = logging.getLogger(__name__)
 METRIC_NAME = re.compile(r"[A-Za-z0-9_\-./: ]+")  # what a metric's name may hold (`records.metric_key`)
 RUN_FILE = "run.trec"
 RETRIEVED_CHUNKS = "tables/retrieved_chunks.json"
-MEMBER_HITS = "tables/member_hits.json"  # a hybrid's members' own hits
+MEMBER_HITS = "tables/member_hits.json"  # a hybrid's members' top hits, as a table; before, all of them as a mapping
+MEMBER_CANDIDATES = "parts/member_hits.parquet"  # every hit of a hybrid's members, a row each
+MEMBER_HITS_COLUMNS = ["qid", "member", "rank", "doc", "score", "start", "end"]
 GOLDEN_COPY = "golden"  # the folder of a run's artifacts holding the golden file it was scored on
 GOLDEN_CONTEXT = "golden"  # the context of the golden set's dataset input
 WORKING_FOLDER = "sweep.cwd"  # the tag of the folder a trial ran in: what its config's relative paths are relative to
@@ -347,9 +349,24 @@ def load_retrieved_chunks(run: LoggedRun) -> dict[str, list[dict[str, Any]]] | N
 
 
 def load_member_hits(run: LoggedRun) -> dict[str, dict[str, list[list[Any]]]] | None:
-    """`tables/member_hits.json` of `run`: `{qid: {part: [[doc, start, end, score], ...]}}`, every
-    candidate each part of its retriever gave; None when the run did not log it."""
-    return _optional_json(run, MEMBER_HITS)
+    """Every candidate each part of `run`'s retriever gave, best first, as
+    `{qid: {part: [[doc, start, end, score], ...]}}`: from `parts/member_hits.parquet` (a row
+    each), or from `tables/member_hits.json` where a run logged that mapping itself (before the
+    table); None when the run logged neither."""
+    import pandas as pd
+
+    if MEMBER_CANDIDATES not in _listed(run, str(Path(MEMBER_CANDIDATES).parent)):
+        return _optional_json(run, MEMBER_HITS)
+    with artifact_file(run, MEMBER_CANDIDATES) as path:
+        try:
+            table = pd.read_parquet(path, columns=MEMBER_HITS_COLUMNS).sort_values("rank", kind="stable")
+        except (OSError, ValueError) as error:
+            raise _unreadable(run, MEMBER_CANDIDATES, error) from None
+    hits: dict[str, dict[str, list[list[Any]]]] = {}
+    columns = [table[name].tolist() for name in ("qid", "member", "doc", "start", "end", "score")]
+    for qid, member, *hit in zip(*columns):
+        hits.setdefault(qid, {}).setdefault(member, []).append(hit)
+    return hits
 
 
 def _optional_json(run: LoggedRun, path: str) -> Any:

@@ -2,13 +2,14 @@
 
 The only place a `TrialRecord` (`sweep.evaluation.record`) turns into MLflow calls. A run holds:
 params, the resolved config flattened to dotted keys plus Hydra's chosen option per group
-(`index=hnsw`); metrics, every number of the record (MLflow metric names may not contain `@`:
-`metric_key`); tables as `mlflow.log_table` writes them (`tables/<name>.json`); `run.trec`; the
-chunks each question got (`tables/retrieved_chunks.json`); the parts' candidates
-(`tables/member_hits.json`); the golden set as a dataset input with its digest and the data
-digests as tags (`sweep.tracking.digests`), with the golden file itself and the set it was edited
-from (`sweep.tracking.lineage`); the plots the caller drew; tags for the git commit and package
-versions.
+(`index=hnsw`); metrics, every number of the record, the objective first (MLflow metric names may
+not contain `@`: `metric_key`); tables as `mlflow.log_table` writes them (`tables/<name>.json`);
+`run.trec`; the chunks each question got (`tables/retrieved_chunks.json`); the parts' candidates,
+a row each: every one (`parts/member_hits.parquet`), and each part's top `MEMBER_HITS_SHOWN` per
+question as a table a person reads in the UI (`tables/member_hits.json`); the golden set as a
+dataset input with its digest and the data digests as tags (`sweep.tracking.digests`), with the
+golden file itself and the set it was edited from (`sweep.tracking.lineage`); the plots the caller
+drew; tags for the git commit and package versions.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ from sweep.tracking.digests import (
 from sweep.tracking.lineage import keep_golden_set
 from sweep.tracking.reading import (
     GOLDEN_CONTEXT,
+    MEMBER_CANDIDATES,
     MEMBER_HITS,
+    MEMBER_HITS_COLUMNS,
     RETRIEVED_CHUNKS,
     RUN_FILE,
     LoggedRun,
@@ -70,6 +73,7 @@ PACKAGES = (
     "scikit-learn",
 )
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-./: ]")
+MEMBER_HITS_SHOWN = 10  # each part's candidates per question in the UI's table: 15,200 rows hung the UI's viewer
 
 
 def metric_key(name: str) -> str:
@@ -199,9 +203,13 @@ def save_record(record: TrialRecord, figures: Mapping[str, Any] | None = None, w
     if record.golden is not None and record.corpus is not None:
         _log_golden_input(record)
     if record.metrics:
-        mlflow.log_metrics(loggable(record.metrics))
-    if record.tables:
-        log_tables({f"tables/{name}.json": table for name, table in record.tables.items()})
+        mlflow.log_metrics(objective_first(loggable(record.metrics), record.config.get("objective")))
+    tables = {f"tables/{name}.json": table for name, table in record.tables.items()}
+    candidates = member_hits_table(record.parts)
+    if len(candidates):
+        tables[MEMBER_HITS] = candidates[candidates["rank"] <= MEMBER_HITS_SHOWN]
+    if tables:
+        log_tables(tables)
     if record.results is not None:
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / RUN_FILE
@@ -211,12 +219,30 @@ def save_record(record: TrialRecord, figures: Mapping[str, Any] | None = None, w
         mlflow.log_figure(figure, path)
     if record.delivered_chunks:
         mlflow.log_dict(dict(record.delivered_chunks), RETRIEVED_CHUNKS)
-    hits: dict[str, dict[str, list[list[Any]]]] = {}
-    for part, values in record.parts.items():
+    if len(candidates):
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder, Path(MEMBER_CANDIDATES).name)
+            candidates.to_parquet(path, index=False)
+            mlflow.log_artifact(str(path), str(Path(MEMBER_CANDIDATES).parent))
+
+
+def objective_first(metrics: Mapping[str, float], objective: str | None) -> dict[str, float]:
+    """`metrics` (MLflow names) with the `objective`'s first: the UI's compare view plots the first
+    metric a run logged, and lists a run's metrics in the order it logged them."""
+    key = metric_key(objective) if objective else None
+    return ({key: metrics[key]} if key in metrics else {}) | dict(metrics)
+
+
+def member_hits_table(parts: Mapping[str, Part]) -> pd.DataFrame:
+    """Every candidate each part gave, a row each, by question, then by part, then by rank (1: its
+    best): `MEMBER_HITS_COLUMNS`, the chunk's document and score first, its offsets last."""
+    rows: dict[str, list[list[Any]]] = {}
+    for part, values in parts.items():
         for qid, candidates in (values.hits or {}).items():
-            hits.setdefault(qid, {})[part] = candidates
-    if hits:
-        mlflow.log_dict(hits, MEMBER_HITS)
+            rows.setdefault(qid, []).extend(
+                [qid, part, rank, doc, score, start, end] for rank, (doc, start, end, score) in enumerate(candidates, 1)
+            )
+    return pd.DataFrame([row for candidates in rows.values() for row in candidates], columns=MEMBER_HITS_COLUMNS)
 
 
 def load_record(

@@ -1,10 +1,13 @@
-"""The MLflow store: which one (`tracking_uri`), opening it (`connect`), experiments, and searching it.
+"""The MLflow store: which one (`tracking_uri`), opening it (`connect`), experiments, searching it, UI addresses.
 
 A server that does not answer, or a SQLite file that cannot be created, opened or written, is one
 line within seconds, not minutes of MLflow's retries later; so is another program's SQLite database
 at the store's path, before MLflow writes its tables into it. The tag names every module of
 `sweep.tracking` shares (`CONFIG_DIGEST`, `SUPERSEDED_BY`) are here too. MLflow is imported where it
 is used: its import alone takes about 2 s, and `sweep.best` reads a local store without it.
+The addresses of runs in the MLflow UI the commands print are `ui_address`'s, which opens them
+among the UI's runs rather than in its GenAI mode; MLflow's own (printed as a run on a server
+ends) would not, and are left out.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ CONFIG_DIGEST = "sweep.config_digest"  # a trial's tag: which combination it mea
 SUPERSEDED_BY = "sweep.superseded_by"  # an earlier try at a combination, replaced by this run on resume
 NOT_SUPERSEDED = f"tags.`{SUPERSEDED_BY}` IS NULL"  # a search condition: what a resumed sweep did not replace
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # else 3.17's UI opens GenAI mode
+UI_MODE = "workflowType=machine_learning"  # the UI's runs, not GenAI mode: in every address printed (`ui_address`)
+QUIET_LINKS = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"  # MLflow's own links to a server's runs have no `UI_MODE`
 RUN_ID = re.compile(r"[0-9a-f]{32}")
 PARENT_TAG = "mlflow.parentRunId"  # a sweep's child run's tag naming its parent run
 MLFLOW_TABLES = ("alembic_version", "experiments")  # what every MLflow store's database has
@@ -46,10 +51,12 @@ def connect(uri: str | None = None, create: bool = True) -> None:
     """Point MLflow at `uri` (default: `tracking_uri()`) and open its store now: a server that
     does not answer, or a SQLite file that cannot be created, opened or written, is one line
     within seconds, not minutes of MLflow's retries later. `create=False` (reading): a SQLite store
-    that does not exist yet is an error rather than a new file, and a read-only one is fine."""
+    that does not exist yet is an error rather than a new file, and a read-only one is fine.
+    MLflow prints no address of its own (`QUIET_LINKS`) unless its variable says otherwise."""
     import mlflow
 
     uri = uri or tracking_uri()
+    os.environ.setdefault(QUIET_LINKS, "true")  # the commands print the addresses, in the UI's runs mode
     # MLflow logs a traceback for each store error it raises; what raises it says it in one line
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     if uri.startswith(("http://", "https://")):
@@ -241,13 +248,22 @@ def search_pages(
             return
 
 
-def ui_hint(experiment_id: str) -> list[str]:
-    """How to look at the runs: the UI command for a local store, and the runs view's address
-    (3.17's UI opens an experiment in GenAI mode, which lists no runs, unless told otherwise)."""
+def ui_hint(experiment_id: str, run_id: str | None = None) -> list[str]:
+    """How to look at the runs: the UI command for a local store, the runs view's address and the
+    run `run_id`'s (`ui_address`)."""
     uri = tracking_uri()
     lines, base = [], uri.rstrip("/")
     if uri.startswith("sqlite:"):
         lines.append(f"Compare runs: mlflow ui --backend-store-uri {uri}")
         base = "http://127.0.0.1:5000"
-    lines.append(f"Runs view: {base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
+    lines.append(f"Runs view: {ui_address(base, experiment_id)}")
+    if run_id is not None:
+        lines.append(f"Run view: {ui_address(base, experiment_id, run_id)}")
     return lines
+
+
+def ui_address(base: str, experiment_id: str, run_id: str | None = None) -> str:
+    """The address of an experiment's runs view, or of its run `run_id`, in the MLflow UI at
+    `base`: every address the commands print, each with `UI_MODE` (3.17's UI opens an experiment
+    in GenAI mode, which lists no runs, unless told otherwise)."""
+    return f"{base}/#/experiments/{experiment_id}/runs{f'/{run_id}' if run_id else ''}?{UI_MODE}"

@@ -1,5 +1,8 @@
 """A sweep as a parent run: opening it (or resuming it), its children, and closing it with a leaderboard.
 
+The parent run is named by what varies in the sweep (`sweep weight=0.3,0.5,0.7`); the overrides
+every combination shares are its `SHARED_OVERRIDES` tag and in its description (MLflow's note).
+
 A sweep's combinations may run in other processes or on other machines (Hydra's joblib and Ray
 launchers): `job_environment` is what each needs to log as a child of the sweep's parent run.
 Every trial is tagged with its config digest (`config_digest`), so that a resumed sweep
@@ -20,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+from mlflow.utils.mlflow_tags import MLFLOW_EXPERIMENT_PRIMARY_METRIC_GREATER_IS_BETTER as PRIMARY_METRIC_HIGHER
+from mlflow.utils.mlflow_tags import MLFLOW_EXPERIMENT_PRIMARY_METRIC_NAME as PRIMARY_METRIC
+from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
 from sweep.errors import InputError, Interrupted
 from sweep.evaluation.leaderboard import SweepResults
@@ -29,33 +35,56 @@ from sweep.tracking.latencies import timed_records
 from sweep.tracking.legacy import legacy_targets
 from sweep.tracking.lifecycle import PARENT_RUN, kill_orphans, process_tags, run_name
 from sweep.tracking.reading import LoggedRun, sweep_children
-from sweep.tracking.records import log_tables, loggable
+from sweep.tracking.records import log_tables, loggable, metric_key
 from sweep.tracking.store import CONFIG_DIGEST, SUPERSEDED_BY, connect, search_pages, tracking_uri, use_experiment
 
 log = logging.getLogger(__name__)
 REPORT = "report.html"  # a sweep's self-contained report: its parent run's artifact
+SHARED_OVERRIDES = "sweep.shared_overrides"  # a sweep's run's tag: the overrides all its runs have
 
 
-def start_sweep(experiment: str, overrides: Sequence[str], objective: str, resume: bool = False) -> str:
-    """Open the sweep's parent run; the trials launched from this process become its children.
-    Runs an earlier, dead process left RUNNING in the experiment are marked KILLED first.
-    `resume`: reopen the sweep `resumable_sweep` finds instead, if there is one."""
+def start_sweep(
+    experiment: str,
+    overrides: Sequence[str],
+    objective: str,
+    resume: bool = False,
+    shared: Sequence[str] = (),
+    varying: str = "",
+) -> str:
+    """Open the sweep's parent run, named `sweep <varying>` (what varies in it, default its
+    `overrides`), with the `shared` overrides (what its runs' names leave out) as a tag and in its
+    description; the trials launched from this process become its children. The experiment's
+    charts open on the `objective`. Runs an earlier, dead process left RUNNING in the experiment
+    are marked KILLED first. `resume`: reopen the sweep `resumable_sweep` finds instead, if there is one."""
     connect()
     experiment_id = use_experiment(experiment)
     kill_orphans(experiment_id)
+    client = mlflow.MlflowClient()
+    for key, value in {PRIMARY_METRIC: metric_key(objective), PRIMARY_METRIC_HIGHER: "true"}.items():
+        client.set_experiment_tag(experiment_id, key, value)
     label = " ".join(overrides)
     earlier = resumable_sweep(experiment_id, label) if resume else None
     if earlier is None:
         tags = {"sweep.parent": "true", "sweep.overrides": label, "sweep.objective": objective}
-        parent = mlflow.start_run(run_name=run_name(f"sweep {label}"), tags=tags | process_tags())
+        tags |= {SHARED_OVERRIDES: " ".join(shared), MLFLOW_RUN_NOTE: description(varying or label, shared, objective)}
+        parent = mlflow.start_run(run_name=run_name(f"sweep {varying or label}"), tags=tags | process_tags())
     else:
         resumed = int(earlier.data.tags.get("sweep.resumed", "0")) + 1
         parent = mlflow.start_run(run_id=earlier.info.run_id, tags=process_tags() | {"sweep.resumed": str(resumed)})
         if "error" in earlier.data.tags:  # why it stopped last time; it runs again
-            mlflow.MlflowClient().delete_tag(earlier.info.run_id, "error")
+            client.delete_tag(earlier.info.run_id, "error")
         log.info("resuming the sweep %s (resumed %d time(s))", earlier.info.run_id, resumed)
     os.environ[PARENT_RUN] = parent.info.run_id
     return parent.info.run_id
+
+
+def description(varying: str, shared: Sequence[str], objective: str) -> str:
+    """A sweep's run's description (Markdown): what it varies, by which metric, and what every
+    one of its runs has, which their names leave out."""
+    lines = [f"Sweep `{varying}`, by `{objective}`; each run is named by what varies."]
+    if shared:
+        lines.append(f"Every run of it has: `{' '.join(shared)}`.")
+    return "\n\n".join(lines)
 
 
 def resumable_sweep(experiment_id: str, overrides: str) -> Any | None:
