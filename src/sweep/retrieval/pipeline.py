@@ -46,6 +46,7 @@ from sweep.formats.corpus import Corpus
 from sweep.formats.golden import GoldenSet, Question, corpus_in_nfc
 from sweep.formats.runs import Run
 from sweep.progress import progress_bar
+from sweep.retrieval import stages
 from sweep.retrieval.chunking import Chunk, Chunker
 from sweep.retrieval.filters import Filter, NoFilter, filter_stats
 from sweep.retrieval.rerank import NoReranker, Reranker
@@ -253,16 +254,21 @@ class Pipeline:
     ignore_identical_ids: bool = False  # drop hits in the document whose id is the question's
     latency_sample: int = LATENCY_SAMPLE  # questions whose whole path is timed alone
 
+    def __post_init__(self) -> None:
+        self.retriever = stages.reused(self.retriever)  # its answers kept for the next configuration
+
     def retrieve(self, corpus: Corpus, golden: GoldenSet, name: str = "golden-sweep") -> Retrieval:
         corpus = corpus_in_nfc(corpus)  # a folder's file names as macOS writes them (NFD): runs name them in NFC
         warn_exact_copies(corpus)
-        chunks = self.chunker.split(corpus)
+        chunks, chunks_kept = stages.chunked(self.chunker, corpus)  # or those a configuration before made
         order = TieOrder.of(chunks)
         self.filter.prepare(corpus, chunks, golden, self.chunk_depth)  # bad filters fail before anything is embedded
         texts = [c.embedded_text for c in chunks]  # a chunk's context (e.g. its heading path) goes with it
-        self.retriever.attach_metadata([corpus.by_id[c.doc_id].metadata for c in chunks])  # for a vector database
+        metadata = [corpus.by_id[c.doc_id].metadata for c in chunks]
+        self.retriever.attach_metadata(metadata)  # for a vector database
         start = time.perf_counter()
-        self.retriever.build(texts)
+        with stages.searching(texts, metadata, self._plan(golden)):  # what a reused retriever's answers are kept under
+            self.retriever.build(texts)
         build_s = time.perf_counter() - start
         start = time.perf_counter()
         self.reranker.build(texts)
@@ -300,8 +306,14 @@ class Pipeline:
             "time/latency_s": time.perf_counter() - done,
             **latency_stats(list(latencies.values())),
             "corpus/chunks": float(len(chunks)),
+            "cache/chunks": float(chunks_kept),
         }
         return Retrieval(Run.from_ranked(rankings, name), chunks, stats, contexts, parts.retrievals(), latencies)
+
+    def _plan(self, golden: GoldenSet) -> tuple:
+        """What decides the searches the retriever will be asked: every question with its filters,
+        the filter's settings and the depth (`stages.searching`)."""
+        return [(q.question, dict(q.filters)) for q in golden], self.filter, self.chunk_depth
 
     def _answer(
         self, question: Question, chunks: Sequence[Chunk], doc_ids: np.ndarray | None, order: TieOrder
