@@ -54,7 +54,10 @@ def test_higher_is_better(name):
 
 
 def test_costs_labels_and_the_leaderboards_columns():
-    assert COSTS == ("latency/search_ms_p50", "latency/search_ms_p95", "index/bytes", "time/embed_s")
+    assert COSTS == (
+        "latency/search_ms_p50", "latency/search_ms_p95", "index/bytes", "time/embed_s", "corpus/truncated_share"
+    )  # fmt: skip
+    assert lower_is_better("corpus/truncated_share") and label("corpus/truncated_share") == "chunks truncated"
     assert is_cost("context/tokens_at_3") and not is_cost("ndcg_at_10")
     assert label("ndcg_at_10") == "nDCG@10" and label("mrr") == "MRR" and label("index/bytes") == "index size"
     assert label("something/else") == "something/else"

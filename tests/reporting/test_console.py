@@ -15,13 +15,15 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from helpers.commands import sweep
 from helpers.data import golden_of, ranked
+from helpers.paths import KB
 from sweep.errors import InputError
 from sweep.evaluation import score
 from sweep.evaluation.abstention import Calibration
 from sweep.evaluation.leaderboard import build
 from sweep.evaluation.record import TrialRecord
-from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE
+from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE, TRUNCATED
 from sweep.formats.golden import GoldenSet
 from sweep.progress import progress_bar
 from sweep.reporting.console import (
@@ -169,14 +171,26 @@ SHARED = (
 )
 
 
-def finished(run_id: str, overrides: str, values: np.ndarray) -> TrialRecord:
-    """A finished configuration of a sweep, with its ndcg_at_10 per question."""
+def finished(run_id: str, overrides: str, values: np.ndarray, **metrics: float) -> TrialRecord:
+    """A finished configuration of a sweep, with its ndcg_at_10 per question (and `metrics`)."""
     qids = [f"q{i}" for i in range(len(values))]
     per_query = pd.DataFrame({"qid": qids, "question": qids, "type": "how-to", "ndcg_at_10": values})
     return TrialRecord(
-        run_id, {}, tuple(overrides.split()), metrics={"latency/search_ms_p50": 3.0},
+        run_id, {}, tuple(overrides.split()), metrics={"latency/search_ms_p50": 3.0, **metrics},
         tables={"per_query": per_query}, run_id=run_id, status="FINISHED",
     )  # fmt: skip
+
+
+def printed_leaderboard(runs: list[TrialRecord], width: int = 120) -> list[str]:
+    printed = io.StringIO()
+    print_leaderboard(build("ndcg_at_10", runs), Console(file=printed, width=width))
+    return printed.getvalue().splitlines()
+
+
+def rows_of(lines: list[str], start: str) -> list[list[str]]:
+    """The table rows whose config starts with `start`, as their cells (the table has no vertical rules:
+    cells are two spaces or more apart)."""
+    return [re.split(r"\s{2,}", line.strip()) for line in lines if line.startswith(f" {start}")]
 
 
 def test_the_leaderboard_names_the_shared_overrides_once_and_each_row_by_what_varies():
@@ -188,18 +202,53 @@ def test_the_leaderboard_names_the_shared_overrides_once_and_each_row_by_what_va
             [("bm25", 256, 0.0), ("bm25", 512, 0.02), ("tfidf", 256, -0.1), ("tfidf", 512, -0.05)]
         )
     ]
-    printed = io.StringIO()
-    print_leaderboard(build("ndcg_at_10", runs), Console(file=printed, width=120))
-    lines = printed.getvalue().splitlines()
+    lines = printed_leaderboard(runs)
     assert lines[0] == f"Every configuration has: {SHARED}"
-    rows = [line for line in lines if line.startswith("│ model=")]
-    assert [row.split("│")[1].strip() for row in rows] == [
+    rows = rows_of(lines, "model=")
+    assert [row[0] for row in rows] == [
         "model=bm25 chunk=512",
         "model=bm25 chunk=256",
         "model=tfidf chunk=512",
         "model=tfidf chunk=256",
     ]  # one line each: nothing wraps at 120 columns
-    assert printed.getvalue().count("golden.path") == 1 and max(map(len, rows)) <= 120
+    assert "\n".join(lines).count("golden.path") == 1 and max(map(len, lines[1:-1])) <= 120
+    assert "status" not in "\n".join(lines) and "truncated" not in "\n".join(lines)  # all finished; no model cuts
+
+
+def test_each_configurations_truncated_share_is_a_column_and_those_over_10_percent_are_named():
+    base = np.random.default_rng(4).uniform(0.2, 0.9, 40)
+    shares = {256: 0.5339, 512: 0.824, 128: 0.004, 64: 0.0}
+    runs = [
+        finished(f"r{chunk}", f"chunk={chunk} index=flat", np.clip(base - chunk / 5000, 0, 1), **{TRUNCATED: share})
+        for chunk, share in shares.items()
+    ]
+    lines = printed_leaderboard(runs)
+    assert [(row[0], row[-1]) for row in rows_of(lines, "chunk=")] == [
+        ("chunk=64", "0%"),
+        ("chunk=128", "<1%"),
+        ("chunk=256", "53%"),
+        ("chunk=512", "82%"),
+    ]  # the last column, best first; named by what varies
+    assert lines[-1] == (
+        "warning: in 2 of 4 configurations more than 10% of chunks are longer than the model's token limit and "
+        "truncated when embedded (their end is never searched, so the scores measure the truncation as well as the "
+        "setting): chunk=256 53%, chunk=512 82%; see docs/commands.md#warnings"
+    )
+    runs[0] = replace(runs[0], metrics={**runs[0].metrics, TRUNCATED: 0.1})  # chunk=256: 10% is not over 10%
+    assert printed_leaderboard(runs)[-1].startswith("warning: in 1 of 4 configurations more than 10% of chunks")
+    assert printed_leaderboard(runs)[-1].endswith("setting): chunk=512 82%; see docs/commands.md#warnings")
+
+
+def test_the_status_column_appears_when_a_configuration_did_not_finish():
+    base = np.random.default_rng(5).uniform(0.2, 0.9, 40)
+    runs = [finished("r1", "chunk=256", base), finished("r2", "chunk=512", base - 0.01)]
+    runs.append(replace(finished("r3", "chunk=1024", base), status="FAILED", tables={}, metrics={}))
+    lines = printed_leaderboard(runs)
+    assert [(row[0], row[-1]) for row in rows_of(lines, "chunk=")] == [
+        ("chunk=256", "FINISHED"),
+        ("chunk=512", "FINISHED"),
+        ("chunk=1024", "FAILED"),
+    ]
 
 
 def test_the_worst_questions_are_those_below_the_median(evaluation):
@@ -228,3 +277,22 @@ def test_the_suggested_threshold_prints_at_4_decimals_rounded_down(suggested, pr
         f"Abstention: suggested abstain.min_score={printed} (balanced accuracy 0.688): unanswerable abstaining "
         "50.0%, answerable abstaining 12.5%, recall_at_5 0.8000\n"
     )
+
+
+@pytest.mark.slow  # the README's sweep: MiniLM embeds the bundled corpus at two chunk sizes
+def test_the_readmes_sweep_shows_each_chunk_sizes_truncation_in_a_leaderboard_of_120_columns(tmp_path):
+    result = sweep(tmp_path, KB, "-m", "chunk=256,512", "index=flat,hnsw")  # printed 140 columns wide
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    board = lines[next(i for i, line in enumerate(lines) if line.startswith("Leaderboard by ")) :]
+    board = board[: next(i for i, line in enumerate(board) if line.startswith("with 128 answerable questions"))]
+    rows = rows_of(board, "chunk=")
+    assert sorted((row[0], row[-1]) for row in rows) == [
+        ("chunk=256 index=flat", "53%"),
+        ("chunk=256 index=hnsw", "53%"),
+        ("chunk=512 index=flat", "82%"),
+        ("chunk=512 index=hnsw", "82%"),
+    ]  # each configuration's share of chunks longer than MiniLM's 256 tokens, one line per row
+    assert max(map(len, board)) <= 120
+    [warning] = [line for line in lines if line.startswith("warning: in 4 of 4 configurations more than 10%")]
+    assert warning.endswith(": " + ", ".join(f"{row[0]} {row[-1]}" for row in rows) + "; see docs/commands.md#warnings")

@@ -2,7 +2,8 @@
 
 Each `Measure` declares, once: the logged name (a family such as `ndcg` takes a cutoff, written
 `ndcg_at_10`), whether higher or lower is better, its display label, whether it is a cost (what a
-configuration spends: latency, index size, embedding time, tokens delivered) and its formula
+configuration spends or gives up: latency, index size, embedding time, tokens delivered, the chunks its
+model reads only the start of) and its formula
 (`formula`; a rank metric's is the docstring of its numpy function in `measures`, so it is written
 once). compare, check, the leaderboard, the console and HTML reports and `best` read it instead of
 keeping their own lists. A name the registry does not declare is taken as higher-is-better.
@@ -21,7 +22,8 @@ from sweep.evaluation import measures
 from sweep.evaluation.measures import ABSTAIN_CORRECT, ABSTAIN_FALSE
 
 CUTOFFS = ("required", "optional", "none")  # whether a name takes `_at_k`
-UNITS = ("", "ms", "s", "bytes", "tokens")
+UNITS = ("", "ms", "s", "bytes", "tokens", "share")
+TRUNCATED = "corpus/truncated_share"  # a dense run's share of chunks its model truncates
 
 
 @dataclass(frozen=True)
@@ -32,10 +34,10 @@ class Measure:
     label: str  # for people: "nDCG", "latency p50 (ms)"
     formula: str  # what it measures, as a formula where there is one
     higher_is_better: bool = True
-    cost: bool = False  # what a configuration spends (compared with --prefer, shown as cost columns)
+    cost: bool = False  # what a configuration spends or gives up (compared with --prefer, shown as cost columns)
     cutoff: str = "none"  # CUTOFFS
-    unit: str = ""  # UNITS: how a cost is shown (bytes in a binary unit)
-    short_label: str = ""  # the console's narrower column header; the label when empty
+    unit: str = ""  # UNITS: how a cost is shown (bytes in a binary unit, a share as a percentage)
+    short_label: str = ""  # the console's narrower column header, in lines; the label when empty
     function: Callable[..., np.ndarray] | None = None  # a rank metric's numpy function (`measures`)
 
     def __post_init__(self) -> None:
@@ -104,7 +106,7 @@ MEASURES: tuple[Measure, ...] = (
         higher_is_better=False,
         cost=True,
         unit="ms",
-        short_label="p50 ms",
+        short_label="p50\nms",
     ),
     Measure(
         "latency/search_ms_p95",
@@ -113,7 +115,7 @@ MEASURES: tuple[Measure, ...] = (
         higher_is_better=False,
         cost=True,
         unit="ms",
-        short_label="p95 ms",
+        short_label="p95\nms",
     ),
     Measure(
         "index/bytes",
@@ -122,7 +124,7 @@ MEASURES: tuple[Measure, ...] = (
         higher_is_better=False,
         cost=True,
         unit="bytes",
-        short_label="index MiB",
+        short_label="index\nMiB",
     ),
     Measure(
         "time/embed_s",
@@ -131,7 +133,17 @@ MEASURES: tuple[Measure, ...] = (
         higher_is_better=False,
         cost=True,
         unit="s",
-        short_label="embed s",
+        short_label="embed\ns",
+    ),
+    Measure(
+        TRUNCATED,
+        "chunks truncated",
+        "share of the corpus's chunks longer than the embedding model's token limit (its special tokens "
+        "included): the model reads only their start, and their end is never searched",
+        higher_is_better=False,
+        cost=True,
+        unit="share",
+        short_label="chunks\ntruncated",
     ),
 )
 BY_NAME: dict[str, Measure] = {m.name: m for m in MEASURES}

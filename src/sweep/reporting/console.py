@@ -1,6 +1,7 @@
 """What a run prints: its summary line (the objective with its interval and the few numbers read
 first), then readable tables: headline metrics with intervals, per-type means, worst questions,
-the abstention calibration's suggestion, and a sweep's leaderboard."""
+the abstention calibration's suggestion, and a sweep's leaderboard with the configurations whose
+model truncated many of their chunks named under it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -15,7 +17,7 @@ from sweep.evaluation import Evaluation
 from sweep.evaluation.abstention import Calibration
 from sweep.evaluation.context import CONTEXT_N, PER_CUTOFF, PRECISION_OMEGA
 from sweep.evaluation.leaderboard import SweepResults
-from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE, BY_NAME, COSTS, LATENCY
+from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE, BY_NAME, COSTS, LATENCY, TRUNCATED
 from sweep.evaluation.significance import RESAMPLES, bootstrap_ci
 from sweep.formats.golden import doc_grades
 from sweep.reporting.configs import config_labels, shared_overrides
@@ -30,6 +32,7 @@ def default_console() -> Console:
 
 CELL_LIMIT = 300  # characters a table cell shows; the artifacts keep the whole text
 SUMMARY = ("recall_at_5", "mrr", "context/recall_at_5", ABSTAIN_CORRECT)  # after the objective, where computed
+TRUNCATION_WARNS = 0.10  # the share of truncated chunks over which a sweep's end names a configuration
 
 
 def _fmt(value: object) -> str:
@@ -209,19 +212,20 @@ def leaderboard_table(results: SweepResults) -> Table:
     """The sweep's configurations, best first, each named by the overrides that vary within the
     sweep (`config_labels`: the shared ones are `shared_line`, printed once above): the
     objective's mean with its 95% interval, the difference to the leader and its Holm-corrected
-    p-value, whether it is tied with the leader, the costs where logged, and the status."""
+    p-value, whether it is tied with the leader, the costs where logged (the truncated share of
+    chunks among them), and the status where some run did not finish. Narrow: no outer border,
+    two-line headers, so that a grid such as the README's fits 120 columns; its title is
+    `leaderboard_title`, a line of its own (a title rich wraps to the table's width)."""
     board = results.leaderboard
     labels = config_labels(leaderboard_configs(results))
-    table = Table(
-        title=f"Leaderboard by {results.objective} (tied: the paired test against the best, Holm-corrected, "
-        f"finds no difference at alpha {results.alpha})",
-        title_justify="left",
-    )
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True)
     costs = [c for c in COSTS if c in board.columns]
+    unfinished = bool((board["status"] != "FINISHED").any())
     table.add_column("config", overflow="fold")
-    for header in (results.objective, "95% CI", "delta", "p (Holm)", "tied", *(BY_NAME[c].header for c in costs)):
+    for header in (results.objective, "95% CI", "delta", "p\n(Holm)", "tied", *(BY_NAME[c].header for c in costs)):
         table.add_column(header, justify="right", no_wrap=True)
-    table.add_column("status")
+    if unfinished:
+        table.add_column("status")
     for run_id, row in board.to_dict("index").items():
         scored = not is_missing(row["mean"])
         table.add_row(
@@ -231,20 +235,82 @@ def leaderboard_table(results: SweepResults) -> Table:
             _fmt(row["delta"]),
             _fmt(row["p_holm"]),
             ("yes" if row["tied_with_best"] else "no") if scored else "-",
-            *(cost_in_column(c, row[c]) for c in costs),
-            str(row["status"]),
+            *(_cost(c, row[c]) + _slower(c, row) for c in costs),
+            *([str(row["status"])] if unfinished else []),
         )
     return table
 
 
+def _slower(name: str, row: Mapping[str, object]) -> str:
+    """The latency p50's mark: "*" where the configuration is significantly slower than the fastest."""
+    marked = name == LATENCY and not is_missing(row.get("slower")) and bool(row.get("slower"))
+    return "*" if marked else ""
+
+
+def latency_line(results: SweepResults) -> str:
+    """Under the leaderboard: which configurations are significantly slower than the fastest (the
+    paired test over the questions timed together, Holm-corrected), or that none is; "" when no
+    configuration's questions were timed."""
+    board = results.leaderboard
+    if "slower" not in board.columns or board["latency_ratio"].isna().all():
+        return ""
+    test = f"paired test over the questions timed together, Holm-corrected, alpha {results.alpha}"
+    slower = board.index[board["slower"].map(lambda v: not is_missing(v) and bool(v))]
+    if not len(slower):
+        return (
+            f"Latency: no configuration is significantly slower than the fastest ({test}): their p50s differ by noise"
+        )
+    labels = config_labels(leaderboard_configs(results))
+    named = ", ".join(f"{labels[r]} (x{board.at[r, 'latency_ratio']:.2f})" for r in slower)
+    return f"* significantly slower than the fastest ({test}): {named}; the other differences are noise"
+
+
+def leaderboard_title(results: SweepResults) -> str:
+    return (
+        f"Leaderboard by {results.objective} (tied: no difference from the best in the paired test, "
+        f"Holm-corrected, alpha {results.alpha})"
+    )
+
+
+def _cost(name: str, value: object) -> str:
+    """A cost in its column: a share as a whole percentage ("<1%" for a few), else `cost_in_column`."""
+    if BY_NAME[name].unit != "share" or is_missing(value):
+        return cost_in_column(name, value)
+    return "<1%" if 0 < float(value) < 0.01 else f"{float(value):.0%}"
+
+
+def truncation_line(results: SweepResults) -> str:
+    """A warning naming, with its share, every configuration of the sweep whose model truncated
+    more than TRUNCATION_WARNS of its chunks (their scores measure the truncation too); "" when none
+    did."""
+    board = results.leaderboard
+    if TRUNCATED not in board.columns:
+        return ""
+    over = board[TRUNCATED][board[TRUNCATED] > TRUNCATION_WARNS]
+    if not len(over):
+        return ""
+    labels = config_labels(leaderboard_configs(results))
+    named = ", ".join(f"{labels[run_id]} {_cost(TRUNCATED, share)}" for run_id, share in over.items())
+    return (
+        f"warning: in {len(over)} of {len(board)} configurations more than {TRUNCATION_WARNS:.0%} of chunks are "
+        "longer than the model's token limit and truncated when embedded (their end is never searched, so the "
+        f"scores measure the truncation as well as the setting): {named}; see docs/commands.md#warnings"
+    )
+
+
 def print_leaderboard(results: SweepResults, console: Console | None = None) -> None:
     """The overrides every configuration shares (once), the leaderboard table and, under it, the
-    smallest difference the golden set can detect."""
+    smallest difference the golden set can detect and the configurations that truncate many chunks."""
     console = console or default_console()
     if shared := shared_line(results):
         console.print(shared, soft_wrap=True)
+    console.print(leaderboard_title(results), soft_wrap=True)
     console.print(leaderboard_table(results))
     console.print(results.mde_line(), soft_wrap=True)
+    if latency := latency_line(results):
+        console.print(latency, soft_wrap=True)
+    if truncated := truncation_line(results):
+        console.print(truncated, soft_wrap=True)
 
 
 def print_lines(lines: Sequence[str], console: Console | None = None) -> None:

@@ -62,7 +62,8 @@ class DenseRetriever(Retriever):
         if truncated:
             log.warning(
                 "%.0f%% of chunks are longer than the model's %d-token limit (its special tokens included) and are "
-                "truncated when embedded: their end is never searched; see docs/commands.md#warnings",
+                "truncated when embedded: their end is never searched (a sweep's leaderboard shows every "
+                "configuration's share); see docs/commands.md#warnings",
                 100 * truncated, self.embedder.max_seq_length, extra={"once": "truncation"},
             )  # fmt: skip
         self._stats = {
