@@ -299,19 +299,24 @@ def environment(**values: str) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def logged_work(folder: Path) -> tuple[dict[str, float], dict[str, int], float]:
-    """Of the runs in folder/mlflow.db: each stage's seconds summed over the runs, how many runs
-    computed it (logged more than 0), and the latency timing's seconds (the runs' and the parent's)."""
+def logged_work(folder: Path) -> tuple[dict[str, float], dict[str, int], dict[str, float]]:
+    """Of the sweep in folder/mlflow.db: each stage's seconds summed over its runs, how many runs
+    computed it (logged more than 0), and {"runs": the runs' wall summed, "latency": the runs' own
+    latency timing, "after": from the last run's end to the sweep's (its latency pass, leaderboard
+    and report)}, from the runs' start and end times."""
     client = mlflow.MlflowClient(store(folder))
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    children = [r.data.metrics for r in runs if r.data.tags.get("sweep.parent") != "true"]
-    parents = [r.data.metrics for r in runs if r.data.tags.get("sweep.parent") == "true"]
-    seconds = {stage: sum(m.get(k, 0.0) for m in children for k in keys) for stage, keys in WORK.items()}
-    computed = {stage: sum(any(m.get(k, 0.0) > 0 for k in keys) for m in children) for stage, keys in WORK.items()}
-    latency = sum(m.get(LATENCY, 0.0) for m in children) + sum(
-        value for m in parents for key, value in m.items() if key.startswith("time/") and "latency" in key
-    )
-    return seconds, computed, latency
+    children = [r for r in runs if r.data.tags.get("sweep.parent") != "true"]
+    parent = next(r for r in runs if r.data.tags.get("sweep.parent") == "true")
+    metrics = [r.data.metrics for r in children]
+    seconds = {stage: sum(m.get(k, 0.0) for m in metrics for k in keys) for stage, keys in WORK.items()}
+    computed = {stage: sum(any(m.get(k, 0.0) > 0 for k in keys) for m in metrics) for stage, keys in WORK.items()}
+    spans = {
+        "runs": sum(r.info.end_time - r.info.start_time for r in children) / 1000,
+        "latency": sum(m.get(LATENCY, 0.0) for m in metrics),
+        "after": (parent.info.end_time - max(r.info.end_time for r in children)) / 1000,
+    }
+    return seconds, computed, spans
 
 
 def reuse_costs(folder: Path, quick: bool) -> None:
@@ -346,15 +351,20 @@ def reuse_costs(folder: Path, quick: bool) -> None:
     header = ["stage"] + [f"{case}: s (runs)" for case in sweeps]
     rows = [[stage, *[f"{work[f][0][stage]:.2f} ({work[f][1][stage]})" for f in sweeps.values()]] for stage in WORK]
     distinct = {f: sum(work[f][0].values()) for f in sweeps.values()}
-    rows += [
-        ["distinct work (sum)", *[f"{distinct[f]:.2f}" for f in sweeps.values()]],
-        ["latency timing", *[f"{work[f][2]:.2f}" for f in sweeps.values()]],
-        ["sweep wall", *[f"{walls[f]:.2f}" for f in sweeps.values()]],
-        [
-            "overhead (wall - distinct - latency)",
-            *[f"{walls[f] - distinct[f] - work[f][2]:.2f}" for f in sweeps.values()],
-        ],
-    ]
+    spans = {f: work[f][2] for f in sweeps.values()}
+    lines = {
+        "distinct work (the stages above, summed)": lambda f: distinct[f],
+        "runs' other work (Hydra's job, MLflow logging, plots, scores' intervals)": lambda f: (
+            spans[f]["runs"] - distinct[f] - spans[f]["latency"]
+        ),
+        "latency timed in the runs": lambda f: spans[f]["latency"],
+        "after the last run (latency pass, leaderboard, report)": lambda f: spans[f]["after"],
+        "before and between the runs (interpreter, imports, preflight)": lambda f: (
+            walls[f] - spans[f]["runs"] - spans[f]["after"]
+        ),
+        "sweep wall (the process)": lambda f: walls[f],
+    }
+    rows += [[label, *[f"{value(f):.2f}" for f in sweeps.values()]] for label, value in lines.items()]
     print_table(
         "   where the 11-weight sweep's time goes (seconds summed over its runs; (runs) = runs that computed the "
         "stage, a reused one logs 0)",

@@ -37,8 +37,9 @@ pytestmark = pytest.mark.usefixtures("torch_on_one_thread")  # the slow tests' m
 
 
 @pytest.fixture(autouse=True)
-def nothing_kept() -> None:
-    """Each test starts with nothing kept from another test of this process."""
+def reusing(monkeypatch) -> None:
+    """Reuse on in this process (as in a sweep's), each test starting with nothing kept from another."""
+    monkeypatch.setenv(stages.REUSE_ENV, "1")
     stages.forget()
     yield
     stages.forget()
@@ -170,7 +171,7 @@ def test_the_bundled_sweeps_score_every_question_as_without_reuse(tmp_path, monk
     reused_some = 0
     for overrides in BUNDLED_SWEEPS:
         combinations = grid(overrides)
-        monkeypatch.delenv(stages.REUSE_ENV, raising=False)
+        monkeypatch.setenv(stages.REUSE_ENV, "1")
         stages.forget()
         with_reuse = [per_question(compose_config(*c, cache), corpus, golden) for c in combinations]
         monkeypatch.setenv(stages.REUSE_ENV, "0")
@@ -190,7 +191,7 @@ def logged_per_query(cwd, run) -> pd.DataFrame:
 
 
 @pytest.mark.slow
-def test_a_weight_sweep_reuses_its_members_and_logs_the_same_questions(tmp_path, small_kb_files):
+def test_a_weight_sweep_reuses_its_members_and_logs_the_same_questions(tmp_path, small_kb_files, monkeypatch):
     """`python -m sweep -m model=hybrid model.weight=...`: after the first job, the members' answers
     are reused (their times 0, `cache/hits` 1); each run's logged per-question table is the one a
     sweep with `SWEEP_REUSE=0` logs."""
@@ -198,7 +199,11 @@ def test_a_weight_sweep_reuses_its_members_and_logs_the_same_questions(tmp_path,
     for reuse in ("1", "0"):
         cwd = tmp_path / f"reuse-{reuse}"
         cwd.mkdir()
-        result = sweep(cwd, small_kb_files, "-m", "model=hybrid", "model.weight=0.2,0.8", env={stages.REUSE_ENV: reuse})
+        if reuse == "1":
+            monkeypatch.delenv(stages.REUSE_ENV)  # a sweep's default
+        else:
+            monkeypatch.setenv(stages.REUSE_ENV, "0")
+        result = sweep(cwd, small_kb_files, "-m", "model=hybrid", "model.weight=0.2,0.8")
         assert result.returncode == 0, result.stderr[-3000:]
         _, runs = runs_in(f"sqlite:///{cwd / 'mlflow.db'}")
         children = {r.data.params["model.weight"]: r for r in runs if r.data.tags.get("mlflow.parentRunId")}

@@ -45,6 +45,7 @@ from sweep.formats.provenance import REVIEWED
 from sweep.reporting.logs import VERBOSITY
 from sweep.reporting.plots import close_figures, trial_figures
 from sweep.retrieval.pipeline import Pipeline
+from sweep.retrieval.stages import reuse_in_this_process
 from sweep.settings import Cutoffs, Exists, NonEmpty, OneOf, Range, check_config
 from sweep.tracking.digests import scored_on
 from sweep.tracking.lifecycle import PARENT_RUN, RunIds, trial_run
@@ -267,6 +268,8 @@ def run_trial(
             resolved.pop(key, None)
         configured = TrialRecord(name, resolved, tuple(overrides), dict(choices or {}))
         save_record(configured)  # first the config: a run that fails below still says what it was
+        if os.environ.get(PARENT_RUN):  # a sweep's configurations reuse what those before them computed
+            reuse_in_this_process()
         pipeline = build_pipeline(cfg)  # cheap: models load when the pipeline first needs them
         if os.environ.get(PARENT_RUN):  # a sweep times its configurations together at its end (latency_pass)
             pipeline.latency_sample = 0

@@ -16,10 +16,13 @@ that decides it, never under an object's identity:
   results are those computed afresh, bit for bit.
 
 Question vectors are kept on disk beside the corpus's (`sweep.retrieval.dense`), and models stay
-loaded for the process (`sweep.retrieval.models`). A value that cannot be hashed (an object holding
-a client, a function) makes its stage run as if nothing were kept. `SWEEP_REUSE=0` turns reuse off:
-every stage is computed, as `python -m sweep` did before. Memory is bounded: the last
-`CHUNKINGS` chunkings and the answers of the last `RETRIEVERS` retrievers are kept.
+loaded for the process (`sweep.retrieval.models`, `sweep.retrieval.rerank`). A value that cannot be
+hashed (an object holding a client, a function) makes its stage run as if nothing were kept.
+
+Reuse is on in a sweep's processes (`reuse_in_this_process`, which a sweep's trial calls), off
+elsewhere; `SWEEP_REUSE` decides instead where it is set: 0 (off, false, no) computes every stage,
+as `python -m sweep` did before, 1 reuses in any process. Memory is bounded: the last `CHUNKINGS`
+chunkings and the answers of the last `RETRIEVERS` retrievers are kept.
 
 A run's stats say what was reused: `cache/chunks` (1: the chunks were kept), a retriever's
 `cache/hits` (the share of its searches answered from what was kept; a hybrid's members' under
@@ -53,9 +56,22 @@ RETRIEVERS = 8  # retrievers whose answers are kept (each: questions x chunk_dep
 MAX_DEPTH = 12  # nesting a fingerprint follows before it gives up
 
 
+_in_a_sweep = False  # set by `reuse_in_this_process`
+
+
+def reuse_in_this_process() -> None:
+    """Reuse stages from now on in this process (a sweep's), unless `SWEEP_REUSE` says otherwise."""
+    global _in_a_sweep
+    _in_a_sweep = True
+
+
 def reuse_on() -> bool:
-    """Whether stages are reused (`SWEEP_REUSE`, on unless 0, off, false or no)."""
-    return os.environ.get(REUSE_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+    """Whether stages are reused: as `SWEEP_REUSE` says (off for 0, off, false or no), else in a
+    sweep's process only."""
+    setting = os.environ.get(REUSE_ENV)
+    if setting is None:
+        return _in_a_sweep
+    return setting.strip().lower() not in ("0", "off", "false", "no")
 
 
 class Unkeyable(Exception):
@@ -196,11 +212,11 @@ def reused(retriever: Retriever) -> Retriever:
 
 def _reported_again(stats: Mapping[str, float]) -> dict[str, float]:
     """The stats of the run that computed the answers, as a run that reused them all reports them:
-    what was spent (times) 0, its parts' `cache/hits` 1 (nothing of theirs was done either), what
-    they read from caches left out (they read nothing)."""
+    what was spent (times) 0, its parts' `cache/hits` 1 and `embed/cache_hit` 1 (nothing was
+    computed), what they read from caches left out (they read nothing)."""
     again = {}
     for key, value in stats.items():
-        if key.endswith("cache/hits"):
+        if key.endswith(("cache/hits", "embed/cache_hit")):
             again[key] = 1.0
         elif not (key.startswith("cache/") or "/cache/" in key):
             again[key] = 0.0 if "time/" in key or key.endswith("build_s") else value
