@@ -162,3 +162,7 @@ def test_prefer_latency_picks_by_significant_differences_and_says_when_it_is_a_t
     records = [record(f"c{c}", quality, quick[f"c{c}"], float(quick[f"c{c}"].median())) for c in range(2)]
     chosen, why = cheapest_tied("ndcg_at_10", records, "latency/search_ms_p50")
     assert chosen.run_id == "c1" and why.startswith("significantly the fastest")
+    # one run tied with the best: nothing to test, nothing claimed
+    far = record("far", quality - 0.3, quick["c0"], float(quick["c0"].median()))
+    chosen, why = cheapest_tied("ndcg_at_10", [records[0], far], "latency/search_ms_p50")
+    assert chosen.run_id == "c0" and why.startswith("the lowest latency/search_ms_p50") and "1 of 2 runs" in why

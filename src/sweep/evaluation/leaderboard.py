@@ -333,7 +333,7 @@ def cheapest_tied(metric: str, records: Sequence[TrialRecord], prefer: str) -> t
     )
     latency = prefer.startswith(LATENCY_PREFIX)
     timed = per_question_ms({r: by_id[r].tables.get(LATENCY_TABLE) for r in tied.index}) if latency else {}
-    if not timed:
+    if len(timed) < 2:  # nothing to test: one run tied, or no timed questions
         return by_id[chosen], f"the lowest {prefer} ({cost[chosen]:.4g}) of {among}"
     # latency: only a difference the paired test over the timed questions finds counts
     fast = not_slower(timed, list(tied.index), ALPHA)
