@@ -24,7 +24,9 @@ first (`Retriever.prepare_queries`), then searched one after another; its wall t
 seeded sample of up to `LATENCY_SAMPLE` questions, each question's whole path (its own encode,
 filter, search, rerank, documents) alone under the clock (`Retriever.alone`; PyTorch on one
 thread, as a server answering one request per core runs), summarised as
-`latency/search_ms_p50`, `_p95`, `_p99`. The pipeline also times the retriever's build and the
+`latency/search_ms_p50`, `_p95`, `_p99`, each question's milliseconds kept (`Retrieval.latencies`).
+A sweep's trials time nothing here (`latency_sample` 0): the sweep times its configurations together
+at its end (`sweep.experiment.latency_pass`). The pipeline also times the retriever's build and the
 reranker; the retriever reports what only it can see (`stats()`: embedding vs indexing, bytes,
 truncation), and `Retrieval.stats` collects them all.
 """
