@@ -15,7 +15,9 @@ as they read now), whichever launcher ran it (joblib's or Ray's workers) and whi
 model loaded once per process), its reranker, then one batch over the sample, untimed, which warms
 it. A vector database's collection or table is removed at the end (`closing`). A remote embedding
 endpoint's one-question time counts as a single run counts it (`Retriever.replayed_ms`). Runs that
-did not finish, and configurations that cannot be built again here (one line each), are left out.
+did not finish, and configurations that cannot be built again here (one line each), are left out;
+if the timing itself fails, one line says so and the sweep closes without latency. A sweep stopped
+by a signal closes without the pass; resumed (`resume=true`), its pass times every finished run.
 On PyTorch's one thread (`one_torch_thread`), as a single run is timed.
 
 Cost: the bundled golden set's 11-weight hybrid sweep takes about 15 ms a question and
@@ -76,9 +78,13 @@ def time_sweep(parent_id: str | None = None, sample: int = SAMPLE) -> dict[str, 
         return {}
     began = time.perf_counter()
     data: dict[str, tuple[Corpus, GoldenSet]] = {}
-    with ExitStack() as built:
-        configurations = [c for run in runs if (c := rebuilt(run, data, sample, built)) is not None]
-        interleave(configurations)
+    try:
+        with ExitStack() as built:
+            configurations = [c for run in runs if (c := rebuilt(run, data, sample, built)) is not None]
+            interleave(configurations)
+    except Exception as error:  # the sweep still closes, with its leaderboard; a signal goes on up
+        log.warning("latency: the configurations could not be timed (%s); no latency is logged", one_line(error))
+        return {}
     for configuration in configurations:
         ms = list(configuration.ms.values())
         if ms:
