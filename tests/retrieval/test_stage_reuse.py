@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from helpers.commands import compose_config, runs_in, sweep
+from helpers.models import write_tiny_cross_encoder
 from sweep.evaluation import score
 from sweep.evaluation.context import score_contexts
 from sweep.experiment.trial import build_pipeline, load_data
@@ -26,6 +27,7 @@ from sweep.retrieval.hybrid import HybridRetriever
 from sweep.retrieval.index import FlatIndex
 from sweep.retrieval.lexical import BM25Retriever, TfidfRetriever
 from sweep.retrieval.pipeline import Pipeline
+from sweep.retrieval.rerank import CrossEncoderReranker
 
 # the bundled sweeps of the README, conf/config.yaml and conf/model/hybrid.yaml, as Hydra runs them
 BUNDLED_SWEEPS = (
@@ -121,6 +123,27 @@ def test_other_filters_or_questions_search_again(small_kb):
     same = retrieve(small_kb, BM25Retriever())  # kept beside the others
     assert same.stats["cache/hits"] == 1.0 and same.stats["time/index_s"] == 0.0
     same_answers(same, unfiltered)
+
+
+@pytest.mark.slow  # a cross-encoder written and loaded with transformers
+def test_rerankings_are_kept_for_the_same_hits_and_done_afresh_when_timed(small_kb, tmp_path, monkeypatch):
+    """A sweep over `min_score` reranks once: the second run's rerankings are kept, its answers those
+    of a run without reuse; the latency timing (inside the retriever's `alone`) reranks afresh."""
+    corpus, golden = small_kb
+    folder = write_tiny_cross_encoder(tmp_path, [d.content for d in corpus] + [q.question for q in golden])
+
+    def pipeline(min_score: float | None, timed: int = 0) -> Pipeline:
+        reranker = CrossEncoderReranker(model=str(folder), candidates=6)
+        return Pipeline(TokenChunker(0), TfidfRetriever(), reranker=reranker, min_score=min_score, latency_sample=timed)
+
+    first = pipeline(None).retrieve(corpus, golden)
+    second = pipeline(0.0, timed=3).retrieve(corpus, golden)
+    assert first.stats["cache/reranked"] == 0.0 and second.stats["cache/reranked"] == 1.0
+    assert second.stats["latency/questions"] == 3  # timed with every reranking done
+    monkeypatch.setenv(stages.REUSE_ENV, "0")
+    fresh = pipeline(0.0).retrieve(corpus, golden)
+    assert "cache/reranked" not in fresh.stats
+    same_answers(second, fresh)
 
 
 @pytest.mark.slow

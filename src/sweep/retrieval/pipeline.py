@@ -258,6 +258,7 @@ class Pipeline:
 
     def __post_init__(self) -> None:
         self.retriever = stages.reused(self.retriever)  # its answers kept for the next configuration
+        self.reranker = stages.reused_reranker(self.reranker)  # and its rerankings
 
     def retrieve(self, corpus: Corpus, golden: GoldenSet, name: str = "golden-sweep") -> Retrieval:
         corpus = corpus_in_nfc(corpus)  # a folder's file names as macOS writes them (NFD): runs name them in NFC
@@ -269,11 +270,11 @@ class Pipeline:
         metadata = [corpus.by_id[c.doc_id].metadata for c in chunks]
         self.retriever.attach_metadata(metadata)  # for a vector database
         start = time.perf_counter()
-        with stages.searching(texts, metadata, self._plan(golden)):  # what a reused retriever's answers are kept under
+        with stages.searching(texts, metadata, self._plan(golden)):  # what reused answers and rerankings are kept under
             self.retriever.build(texts)
-        build_s = time.perf_counter() - start
-        start = time.perf_counter()
-        self.reranker.build(texts)
+            build_s = time.perf_counter() - start
+            start = time.perf_counter()
+            self.reranker.build(texts)
         rerank_build_s, rerank_s = time.perf_counter() - start, 0.0
 
         # the batch path, whose answers are scored: every question encoded in batches first

@@ -13,7 +13,11 @@ that decides it, never under an object's identity:
   k and allowed chunks. A configuration whose answers are all kept builds nothing: no model is
   loaded, no vector read, nothing encoded or searched; a hybrid with a new weight only fuses its
   members' kept answers. Each answer is the array the retriever returned, so the per-question
-  results are those computed afresh, bit for bit.
+  results are those computed afresh, bit for bit;
+- a reranker's rerankings (`ReusedReranker`): its settings, the same inputs, then each question
+  and the hits it reranks (a sweep over `min_score` or the context's cutoffs reranks nothing again).
+
+Inside a retriever's `alone` (a question's whole path timed) nothing kept is used: all the work is done.
 
 Question vectors are kept on disk beside the corpus's (`sweep.retrieval.dense`), and models stay
 loaded for the process (`sweep.retrieval.models`, `sweep.retrieval.rerank`). A value that cannot be
@@ -26,7 +30,7 @@ chunkings and the answers of the last `RETRIEVERS` retrievers are kept.
 
 A run's stats say what was reused: `cache/chunks` (1: the chunks were kept), a retriever's
 `cache/hits` (the share of its searches answered from what was kept; a hybrid's members' under
-`member/<name>/`). A retriever that searched nothing reports the stats of the run that computed
+`member/<name>/`), `cache/reranked` (the share of the questions' rerankings kept). A retriever that searched nothing reports the stats of the run that computed
 its answers, with every time (`time/...`, `index/build_s`) 0: what this run spent on it.
 """
 
@@ -48,6 +52,7 @@ import numpy as np
 
 from sweep.formats.corpus import Corpus
 from sweep.retrieval.chunking import Chunk, Chunker
+from sweep.retrieval.rerank import NoReranker, Reranker, SearchUnderFilter
 from sweep.retrieval.retriever import Hits, Restriction, Retriever
 
 REUSE_ENV = "SWEEP_REUSE"  # 0, off, false, no: compute every stage
@@ -161,13 +166,16 @@ class Memo:
 
 CHUNKS = Memo(CHUNKINGS)
 ANSWERS = Memo(RETRIEVERS)
+RERANKINGS = Memo(RETRIEVERS)
 _INPUTS: contextvars.ContextVar[str | None] = contextvars.ContextVar("sweep_stage_inputs", default=None)
+_ALONE: contextvars.ContextVar[bool] = contextvars.ContextVar("sweep_stage_alone", default=False)  # timing
 
 
 def forget() -> None:
     """Drop everything kept (the next configuration computes every stage)."""
     CHUNKS.clear()
     ANSWERS.clear()
+    RERANKINGS.clear()
 
 
 def chunked(chunker: Chunker, corpus: Corpus) -> tuple[list[Chunk], bool]:
@@ -340,11 +348,12 @@ class Reused(Retriever):
         """The retriever's own, built first if it was not: a question alone does all its work."""
         self._ready()
         with self.inner.alone(queries):
-            self._alone = True
+            self._alone, timing = True, _ALONE.set(True)
             try:
                 yield
             finally:
                 self._alone = False
+                _ALONE.reset(timing)
 
     def replayed_ms(self, query: str) -> float:
         return self.inner.replayed_ms(query)
@@ -367,3 +376,59 @@ class Reused(Retriever):
 
     def close(self) -> None:
         self.inner.close()
+
+
+def reused_reranker(reranker: Reranker) -> Reranker:
+    """`reranker`, its rerankings kept and reused (`ReusedReranker`); itself when reuse is off or
+    when it keeps the retriever's order."""
+    if not reuse_on() or isinstance(reranker, (NoReranker, ReusedReranker)):
+        return reranker
+    return ReusedReranker(reranker)
+
+
+class ReusedReranker(Reranker):
+    """A reranker whose rerankings are kept in `RERANKINGS` under its settings, the inputs of
+    `searching` (built inside it) and each question's hits; built every time (a model stays loaded
+    for the process). Inside a retriever's `alone` it reranks afresh. Every other attribute is the
+    reranker's own."""
+
+    def __init__(self, inner: Reranker) -> None:
+        self.inner = inner
+        self._kept: dict[str, Hits] | None = None  # None: nothing kept (no inputs, or settings that do not hash)
+        self._asked = self._reused = 0
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def build(self, texts: Sequence[str]) -> None:
+        inputs, settings = _INPUTS.get(), fingerprint(self.inner)
+        self._kept, self._asked, self._reused = None, 0, 0
+        if inputs is not None and settings is not None:
+            key = digest(settings, inputs)
+            self._kept = RERANKINGS.get(key)
+            if self._kept is None:
+                self._kept = {}
+                RERANKINGS.put(key, self._kept)
+        self.inner.build(texts)
+
+    def rerank(self, query: str, hits: Hits, search: SearchUnderFilter) -> Hits:
+        if self._kept is None or _ALONE.get():
+            return self.inner.rerank(query, hits, search)
+        key = digest(query, hits.scores, hits.ids)
+        self._asked += 1
+        kept = self._kept.get(key)
+        if kept is None:
+            kept = self._kept[key] = self.inner.rerank(query, hits, search)
+        else:
+            self._reused += 1
+        return kept
+
+    def stats(self) -> dict[str, float]:
+        """The reranker's own (what this run spent), and `cache/reranked`: the share of this run's
+        rerankings that were kept."""
+        stats = self.inner.stats()
+        if self._kept is not None and self._asked:
+            stats["cache/reranked"] = self._reused / self._asked
+        return stats
