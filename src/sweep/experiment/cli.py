@@ -177,7 +177,8 @@ def close_sweep(interrupted: Interrupted | None = None) -> tuple[SweepSummary | 
     summary = finish_sweep(build_leaderboard, interrupted)
     if summary is None or summary.results is None:
         return summary, None
-    html = render_report(summary.results, f"Sweep {summary.overrides}".strip())
+    started = min((child.start_time for child in summary.children), default=None)
+    html = render_report(summary.results, f"Sweep {summary.overrides}".strip(), summary.parent_id, started)
     log_report(summary.parent_id, html)
     return summary, html
 
