@@ -21,8 +21,9 @@
 
 4. A sweep costs what it changes (issue 50): `python -m sweep -m model=hybrid model.weight=0.0,0.1,...,1.0`
    (11 runs) with an empty cache against `python -m sweep model=minilm` followed by `python -m sweep
-   model=bm25` (one empty cache, as a user's), then the sweep with `SWEEP_REUSE=0` (every stage computed
-   in every run; not with --quick), and with a warm cache (11 weights, and 1: what each extra weight adds).
+   model=bm25` (one empty cache, as a user's; timed before and after the sweeps, their mean the base),
+   the sweep with `SWEEP_REUSE=0` (every stage computed in every run; not with --quick), and with a
+   warm cache (11 weights, and 1: what each extra weight adds).
    Beside each sweep's wall time, the sum of its distinct work: each stage's logged time summed over its
    runs, where a reused stage logs 0, so with reuse each stage counts what it cost the first time. The
    rest (interpreter, imports, Hydra, MLflow logging, plots, the report) is the overhead. The latency
@@ -320,31 +321,55 @@ def logged_work(folder: Path) -> tuple[dict[str, float], dict[str, int], dict[st
 
 
 def reuse_costs(folder: Path, quick: bool) -> None:
-    """Print part 4's tables."""
-    singles = folder / "singles"
-    minilm = python_m_sweep(singles, ["model=minilm"])
-    bm25 = python_m_sweep(singles, ["model=bm25"])
-    cold = python_m_sweep(folder / "cold", HYBRID)
-    warm = python_m_sweep(folder / "warm", HYBRID, cache=folder / "cold" / "cache")
-    warm_one = python_m_sweep(folder / "warm-one", HYBRID[:2] + ("model.weight=0.0",), cache=folder / "cold" / "cache")
-    sweeps = {"reuse, empty cache": "cold", "reuse, warm cache": "warm"}
-    walls = {"cold": cold, "warm": warm}
+    """Print part 4's tables. The two single runs go before the sweeps and again after the sweeps
+    with an empty cache (their mean is the base), and the load average is shown beside each case:
+    load from other processes comes and goes."""
+    walls, loads = {}, {}
+
+    def case(name: str, args: Sequence[str], cache: Path | None = None) -> None:
+        walls[name] = python_m_sweep(folder / name, args, cache=cache)
+        loads[name] = os.getloadavg()[0]
+
+    case("minilm", ["model=minilm"])
+    case("bm25", ["model=bm25"], cache=folder / "minilm" / "cache")
+    case("cold", HYBRID)
     if not quick:
         with environment(SWEEP_REUSE="0"):
-            walls["off"] = python_m_sweep(folder / "off", HYBRID)
+            case("off", HYBRID)
+    case("minilm-again", ["model=minilm"])
+    case("bm25-again", ["model=bm25"], cache=folder / "minilm-again" / "cache")
+    case("warm", HYBRID, cache=folder / "cold" / "cache")
+    case("warm-one", HYBRID[:2] + ("model.weight=0.0",), cache=folder / "cold" / "cache")
+    sweeps = {"reuse, empty cache": "cold", "reuse, warm cache": "warm"}
+    if not quick:
         sweeps["SWEEP_REUSE=0, empty cache"] = "off"
-    base = minilm + bm25
+    singles = [walls["minilm"] + walls["bm25"], walls["minilm-again"] + walls["bm25-again"]]
+    base = sum(singles) / 2
     rows = [
-        ["python -m sweep model=minilm, then model=bm25 (one empty cache)", f"{base:.1f}", "1.00x"],
-        *[[f"11 weights, {case}", f"{walls[f]:.1f}", f"{walls[f] / base:.2f}x"] for case, f in sweeps.items()],
-        ["1 weight, reuse, warm cache", f"{warm_one:.1f}", f"{warm_one / base:.2f}x"],
+        [
+            "python -m sweep model=minilm, then model=bm25 (one empty cache; before, after the sweeps)",
+            f"{singles[0]:.1f}, {singles[1]:.1f}",
+            "1.00x",
+            f"{loads['bm25']:.1f}, {loads['bm25-again']:.1f}",
+        ],
+        *[
+            [f"11 weights, {name}", f"{walls[f]:.1f}", f"{walls[f] / base:.2f}x", f"{loads[f]:.1f}"]
+            for name, f in sweeps.items()
+        ],
+        [
+            "1 weight, reuse, warm cache",
+            f"{walls['warm-one']:.1f}",
+            f"{walls['warm-one'] / base:.2f}x",
+            f"{loads['warm-one']:.1f}",
+        ],
     ]
     print_table(
         "4. `python -m sweep " + " ".join(HYBRID) + "` against one MiniLM and one BM25 run "
-        "(seconds, each a new process; ratio = wall / the two runs'; goal: empty cache <= 1.3x)",
-        ["case", "wall", "ratio"],
+        "(seconds, each a new process; ratio = wall / the two runs' mean; goal: empty cache <= 1.3x)",
+        ["case", "wall", "ratio", "load average after"],
         rows,
     )
+    warm, warm_one = walls["warm"], walls["warm-one"]
     print(f"each extra weight, warm cache: {(warm - warm_one) / 10:.2f} s ((11 weights - 1 weight) / 10; goal <= 2 s)")
 
     work = {f: logged_work(folder / f) for f in sweeps.values()}
