@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from sweep.reporting.formatting import cost, cost_in_column, is_missing, number, significant, size
+from sweep.reporting.formatting import cost, cost_in_column, is_missing, number, share, significant, size
 
 
 def test_numbers_and_what_is_missing():
@@ -20,3 +20,11 @@ def test_costs_by_their_declared_unit():
     assert cost("index/bytes", 1024) == "1.0 KiB" and cost("latency/search_ms_p50", 12.5) == "12.50"
     assert cost_in_column("index/bytes", 2**21) == "2" and cost_in_column("time/embed_s", 1.2345) == "1.23"
     assert cost_in_column("latency/search_ms_p95", math.nan) == "-"
+
+
+def test_a_share_is_a_whole_percentage_in_the_console_and_the_report_alike():
+    assert share(0.5339) == "53%" and share(0.824) == "82%" and share(1.0) == "100%" and share(0.0) == "0%"
+    assert share(0.004) == "<1%" and share(0.0099) == "<1%" and share(0.01) == "1%" and share(0.995) == "100%"
+    assert share(math.nan) == "-" and share(None, missing="") == ""
+    for value, shown in ((0.5339, "53%"), (0.004, "<1%"), (math.nan, "-")):
+        assert cost("corpus/truncated_share", value) == cost_in_column("corpus/truncated_share", value) == shown

@@ -235,7 +235,7 @@ def leaderboard_table(results: SweepResults) -> Table:
             _fmt(row["delta"]),
             _fmt(row["p_holm"]),
             ("yes" if row["tied_with_best"] else "no") if scored else "-",
-            *(_cost(c, row[c]) + _slower(c, row) for c in costs),
+            *(cost_in_column(c, row[c]) + _slower(c, row) for c in costs),
             *([str(row["status"])] if unfinished else []),
         )
     return table
@@ -272,13 +272,6 @@ def leaderboard_title(results: SweepResults) -> str:
     )
 
 
-def _cost(name: str, value: object) -> str:
-    """A cost in its column: a share as a whole percentage ("<1%" for a few), else `cost_in_column`."""
-    if BY_NAME[name].unit != "share" or is_missing(value):
-        return cost_in_column(name, value)
-    return "<1%" if 0 < float(value) < 0.01 else f"{float(value):.0%}"
-
-
 def truncation_line(results: SweepResults) -> str:
     """A warning naming, with its share, every configuration of the sweep whose model truncated
     more than TRUNCATION_WARNS of its chunks (their scores measure the truncation too); "" when none
@@ -290,7 +283,7 @@ def truncation_line(results: SweepResults) -> str:
     if not len(over):
         return ""
     labels = config_labels(leaderboard_configs(results))
-    named = ", ".join(f"{labels[run_id]} {_cost(TRUNCATED, share)}" for run_id, share in over.items())
+    named = ", ".join(f"{labels[run_id]} {cost_in_column(TRUNCATED, share)}" for run_id, share in over.items())
     return (
         f"warning: in {len(over)} of {len(board)} configurations more than {TRUNCATION_WARNS:.0%} of chunks are "
         "longer than the model's token limit and truncated when embedded (their end is never searched, so the "

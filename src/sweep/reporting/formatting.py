@@ -55,14 +55,33 @@ def size(value: object) -> str:
     return f"{amount:.1f} TiB"
 
 
-def cost(name: str, value: object) -> str:
-    """A cost as the registry declares its unit: bytes in a binary unit, else 2 decimals."""
+def share(value: object, missing: str = MISSING) -> str:
+    """A share (0 to 1) as a whole percentage: 0.5339 is "53%"; "<1%" for a share above 0 that
+    would round to 0%."""
+    if is_missing(value):
+        return missing
+    return "<1%" if 0 < float(value) < 0.01 else f"{float(value):.0%}"
+
+
+def _unit(name: str) -> str:
     declared = measure_of(name)
-    return size(value) if declared is not None and declared.unit == "bytes" else number(value, 2)
+    return declared.unit if declared is not None else ""
+
+
+def cost(name: str, value: object) -> str:
+    """A cost as the registry declares its unit: bytes in a binary unit, a share as a whole
+    percentage (`share`), else 2 decimals."""
+    unit = _unit(name)
+    if unit == "share":
+        return share(value)
+    return size(value) if unit == "bytes" else number(value, 2)
 
 
 def cost_in_column(name: str, value: object) -> str:
-    """A cost in a narrow column (the console): 3 significant digits, bytes in MiB."""
-    declared = measure_of(name)
-    scale = 1 / 2**20 if declared is not None and declared.unit == "bytes" else 1.0
+    """A cost in a narrow column (the console): a share as a whole percentage (`share`), else 3
+    significant digits, bytes in MiB."""
+    unit = _unit(name)
+    if unit == "share":
+        return share(value)
+    scale = 1 / 2**20 if unit == "bytes" else 1.0
     return MISSING if is_missing(value) else significant(float(value) * scale)
