@@ -11,25 +11,33 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 
 from helpers.paths import ROOT
 
 NARROW, WIDE = 860, 1280  # px: Material hides its sidebar table of contents below 1220
 LONG_PAGES = ("configuration/", "commands/")  # thousands of px tall: their table of contents is on the page
-FITTED_PAGES = ("tutorial/", "commands/")  # every code block fits at NARROW: commands wrapped, output soft-wrapped
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Iterator[str]:
-    """The site built as CI builds it, served on 127.0.0.1: its address."""
+def built_site(tmp_path_factory) -> Path:
+    """The site built as CI builds it: its folder."""
     folder = tmp_path_factory.mktemp("site")
     built = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(folder)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr[-3000:]
+    return folder
+
+
+@pytest.fixture(scope="module")
+def site(built_site) -> Iterator[str]:
+    """The built site served on 127.0.0.1: its address."""
+    folder = built_site
     quiet = type("Quiet", (http.server.SimpleHTTPRequestHandler,), {"log_message": lambda *_: None})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(quiet, directory=folder))
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -71,16 +79,61 @@ def test_a_long_pages_table_of_contents_is_at_its_top_at_860_px_and_in_the_sideb
     assert set(sections) <= set(browser.execute_script(LINKS, ".md-sidebar--secondary a"))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("page", FITTED_PAGES)
-def test_no_code_block_scrolls_sideways_at_860_px(site, browser, page):
-    open_at(browser, site + page, NARROW)
-    blocks = browser.execute_script(
-        "return [...document.querySelectorAll('pre > code')].map(c => "
-        "[c.scrollWidth - c.clientWidth, c.innerText.split('\\n').reduce((a, b) => (b.length > a.length ? b : a))])"
+def site_pages(folder: Path) -> list[str]:
+    """Every page of the built site, as a path under its address ("" the home page): each
+    `index.html` mkdocs wrote, so a page added later is among them whether or not the nav lists it."""
+    return sorted(
+        "" if p.parent == folder else f"{p.parent.relative_to(folder).as_posix()}/" for p in folder.rglob("index.html")
     )
-    assert len(blocks) > 5
-    assert [line for overflow, line in blocks if overflow > 0] == []  # the longest line of each that scrolls
+
+
+def nav_pages(node: object) -> set[str]:
+    """The pages mkdocs.yml's nav lists, as `site_pages` writes them."""
+    if isinstance(node, str):
+        return {"" if node == "index.md" else node.removesuffix(".md") + "/"}
+    items = node.values() if isinstance(node, dict) else node
+    return set().union(*(nav_pages(item) for item in items))
+
+
+# Each code block: the longest line of one that scrolls sideways; the rule of a console's table
+# (`{ .wrap .console }`) that would wrap, and its rows with it; "" for one that fits.
+BLOCKS = """
+return [...document.querySelectorAll('article pre > code')].map(code => {
+    const lines = code.innerText.split('\\n');
+    const rule = code.closest('.console') ? lines.find(line => line.includes('───')) : undefined;
+    let wrapped = false;
+    if (rule) {
+        const style = getComputedStyle(code), span = document.createElement('span');
+        span.style.whiteSpace = 'pre';
+        span.textContent = rule;
+        code.appendChild(span);
+        wrapped = span.getBoundingClientRect().width >
+            code.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+        span.remove();
+    }
+    const scrolls = code.scrollWidth > code.clientWidth;
+    return scrolls ? lines.reduce((a, b) => (b.length > a.length ? b : a)) : wrapped ? rule : '';
+})
+"""
+
+
+@pytest.mark.slow
+def test_no_code_block_on_any_page_scrolls_sideways_at_860_px(site, built_site, browser):
+    """Commands wrapped with their comments above them, output soft-wrapped (`{ .wrap }`), a
+    console's table in a smaller font (`{ .wrap .console }`): on every page of the site, in one
+    browser, the longest line of each block that would scroll or break a table's rows."""
+    pages = site_pages(built_site)
+    assert nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]) <= set(pages)
+    scrolling, blocks = {}, 0
+    for page in pages:
+        open_at(browser, site + page, NARROW)
+        assert "404" not in browser.title, page
+        found = browser.execute_script(BLOCKS)
+        blocks += len(found)
+        if lines := [line for line in found if line]:
+            scrolling[page or "index"] = lines
+    assert blocks > 50  # the pages' code blocks were found (70 in 21 pages)
+    assert scrolling == {}
 
 
 def test_the_tutorials_first_step_needs_the_installed_package_only(tmp_path):
