@@ -70,7 +70,10 @@ def test_the_cross_encoder_is_significantly_slower_and_the_same_work_is_not(cont
     client, parent, children, cwd, result = control_sweep
     board = table(client, parent.info.run_id, "tables/leaderboard.json").set_index("run_id")
     slower = {key for key, run in children.items() if board.at[run.info.run_id, "slower"]}
-    assert slower == {("tiny", "1.2"), ("tiny", "1.5")}
+    marks = board[["latency/search_ms_p50", "latency_ratio", "latency_p_holm", "slower"]].to_string()
+    # the positive control, several times slower; of the two that share their work, the fastest never
+    # is (the other one is at alpha's rate by design: the statistics' own tests hold it on fixed data)
+    assert {("tiny", "1.2"), ("tiny", "1.5")} <= slower and len(slower) <= 3, marks
     for key, run in children.items():
         row = board.loc[run.info.run_id]
         assert row["latency_low"] <= row["latency/search_ms_p50"] <= row["latency_high"]
@@ -86,10 +89,17 @@ def test_prefer_latency_among_tied_says_a_tie_by_latency_stays_a_tie(control_swe
     argv = ["--sweep", parent.info.run_id, "--among", "tied", "--prefer", "latency/search_ms_p50"]
     assert best_main(argv) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    # BM25's two k1 values tie on quality and do the same work: a tie by latency, said so
-    assert "a tie by latency: 2 runs are not significantly slower than the fastest" in first, first
     chosen = first.split()[1].rstrip(":")
-    assert chosen in {children[("none", "1.2")].info.run_id, children[("none", "1.5")].info.run_id}
+    # BM25's two k1 values tie on quality and do the same work: a tie by latency, said so, and the
+    # better-ranked of the two; or, where the test tells them apart (at alpha's rate), the faster
+    fast = {key: children[key].info.run_id for key in (("none", "1.2"), ("none", "1.5"))}
+    board = table(client, parent.info.run_id, "tables/leaderboard.json").set_index("run_id")
+    board = board[board.index.isin(list(fast.values()))]  # in the leaderboard's order: the quality ranking
+    if "a tie by latency: 2 runs are not significantly slower than the fastest" in first:
+        assert chosen == board.index[0], first
+    else:
+        assert first.split(", ", 1)[1].startswith("significantly the fastest"), first
+        assert chosen == board["latency/search_ms_p50"].idxmin(), first
 
 
 def test_a_single_run_times_itself_and_keeps_each_questions_time(tmp_path, small_kb_files):
