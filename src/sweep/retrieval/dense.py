@@ -76,16 +76,22 @@ class DenseRetriever(Retriever):
 
     def prepare_queries(self, queries: Sequence[str]) -> None:
         """Encode every question in batches now; a search then looks its vector up. The question
-        vectors are cached as the corpus vectors are (`cache/query_vectors`: 1 when read from the
-        cache), so a second run on the same questions encodes none: always for a remote embedder
-        (they cost requests), for a local model unless reuse is off (`SWEEP_REUSE=0`)."""
+        vectors are cached as the corpus vectors are, computed under the entry's claim
+        (`cache/query_vectors`: 1 when read from the cache), so a second run on the same questions
+        encodes none: always for a remote embedder (they cost requests), for a local model where
+        stages are reused (`sweep.retrieval.stages.reuse_on`: a sweep's process)."""
         start = time.perf_counter()
         unique = list(dict.fromkeys(queries))
         key = self._cache_key("queries", unique, local=reuse_on())
         stored = self.cache.get(key) if key else None
-        vectors = stored if stored is not None else self.embedder.encode_queries(unique)
-        if key and stored is None:
-            self.cache.put(key, np.asarray(vectors, dtype=np.float32))
+        if stored is not None or not key:
+            vectors = stored if stored is not None else self.embedder.encode_queries(unique)
+        else:
+            with self.cache.claimed(key):  # another worker encoding them: wait, then read its vectors
+                stored = self.cache.get(key)
+                vectors = stored if stored is not None else self.embedder.encode_queries(unique)
+                if stored is None:
+                    self.cache.put(key, np.asarray(vectors, dtype=np.float32))
         self._queries = dict(zip(unique, vectors))
         if key:
             self._stats["cache/query_vectors"] = float(stored is not None)
