@@ -20,6 +20,7 @@ from sweep.formats.corpus import Corpus
 from sweep.formats.documents import Document
 from sweep.retrieval import stages
 from sweep.retrieval.chunking import TokenChunker
+from sweep.retrieval.content_keys import fingerprint
 from sweep.retrieval.dense import DenseRetriever
 from sweep.retrieval.embed import EmbeddingCache, SentenceTransformerEmbedder
 from sweep.retrieval.filters import PreFilter
@@ -61,19 +62,19 @@ def same_answers(a, b) -> None:
 
 
 def test_a_fingerprint_hashes_settings_never_identity_or_private_state():
-    assert stages.fingerprint(BM25Retriever(k1=1.2)) == stages.fingerprint(BM25Retriever(k1=1.2))
-    assert stages.fingerprint(BM25Retriever(k1=1.2)) != stages.fingerprint(BM25Retriever(k1=1.3))
-    assert stages.fingerprint(BM25Retriever()) != stages.fingerprint(TfidfRetriever())
+    assert fingerprint(BM25Retriever(k1=1.2)) == fingerprint(BM25Retriever(k1=1.2))
+    assert fingerprint(BM25Retriever(k1=1.2)) != fingerprint(BM25Retriever(k1=1.3))
+    assert fingerprint(BM25Retriever()) != fingerprint(TfidfRetriever())
     changed = BM25Retriever()
     changed._scratch = [1, 2, 3]  # state, not a setting
-    assert stages.fingerprint(changed) == stages.fingerprint(BM25Retriever())
+    assert fingerprint(changed) == fingerprint(BM25Retriever())
     weights = [
-        stages.fingerprint(HybridRetriever({"a": BM25Retriever(), "b": TfidfRetriever()}, weight=w)) for w in (0.2, 0.3)
+        fingerprint(HybridRetriever({"a": BM25Retriever(), "b": TfidfRetriever()}, weight=w)) for w in (0.2, 0.3)
     ]
     assert weights[0] != weights[1]
     holding_a_function = BM25Retriever()
     holding_a_function.tokenizer_hook = len
-    assert stages.fingerprint(holding_a_function) is None  # unhashable: its stages are computed
+    assert fingerprint(holding_a_function) is None  # unhashable: its stages are computed
 
 
 def test_chunks_are_kept_by_the_chunker_settings_and_every_document(small_kb):
