@@ -102,7 +102,8 @@ MEASURES: tuple[Measure, ...] = (
     Measure(
         "latency/search_ms_p50",
         "latency p50 (ms)",
-        "median over up to 200 questions of one question's whole path alone (encode, filter, search, rerank), in ms",
+        "median over the timed questions (a sweep's, timed together at its end; up to 200 in a single run) of one "
+        "question's whole path alone (encode, filter, search, rerank), in ms",
         higher_is_better=False,
         cost=True,
         unit="ms",
@@ -111,7 +112,7 @@ MEASURES: tuple[Measure, ...] = (
     Measure(
         "latency/search_ms_p95",
         "latency p95 (ms)",
-        "95th percentile over up to 200 questions of one question's whole path alone, in milliseconds",
+        "95th percentile over the timed questions of one question's whole path alone, in milliseconds",
         higher_is_better=False,
         cost=True,
         unit="ms",
