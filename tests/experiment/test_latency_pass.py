@@ -14,7 +14,7 @@ import pytest
 from helpers.commands import runs_in, sweep
 from helpers.models import write_tiny_cross_encoder
 from sweep.best import main as best_main
-from sweep.experiment.latency_pass import SAMPLE
+from sweep.experiment.latency_pass import MIN_SAMPLE, SAMPLE, TIMINGS, questions_each
 
 pytestmark = pytest.mark.slow
 
@@ -110,3 +110,12 @@ def test_a_single_run_times_itself_and_keeps_each_questions_time(tmp_path, small
     times = table(client, run.info.run_id, "tables/latency.json")
     assert len(times) == run.data.metrics["latency/questions"] > 0
     assert run.data.metrics["latency/search_ms_p50"] == pytest.approx(float(np.median(times["ms"])))
+
+
+def test_the_pass_shares_its_timings_out_among_many_configurations():
+    """Up to four configurations answer `SAMPLE` questions each; more share `TIMINGS` answers, never
+    fewer than `MIN_SAMPLE` each; a golden set smaller than the sample is what it is."""
+    assert [questions_each(n) for n in (1, 4)] == [SAMPLE, SAMPLE]
+    assert questions_each(11) == TIMINGS // 11 and MIN_SAMPLE < TIMINGS // 11 < SAMPLE
+    assert questions_each(100) == MIN_SAMPLE
+    assert questions_each(11, most=10) == 10

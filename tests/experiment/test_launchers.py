@@ -160,10 +160,10 @@ def test_joblib_workers_share_the_embedding_cache_and_log_to_a_tracking_server_o
     assert second.info.start_time < first.info.end_time
     assert first.data.tags["sweep.pid"] != second.data.tags["sweep.pid"]
     assert sorted(c.data.metrics["embed/cache_hit"] for c in (first, second)) == [0.0, 1.0]
-    # and the cache holds one intact entry (and its lock file), no temporary file
+    # and the cache holds two intact entries, the corpus's and the questions' (each with its lock file), no temporary file
     cache = EmbeddingCache(work / "cache")
     entries = sorted((work / "cache").glob("*.npz"))
-    assert len(entries) == 1 and all(cache.get(e.stem) is not None for e in entries)
+    assert len(entries) == 2 and all(cache.get(e.stem) is not None for e in entries)
     assert sorted(p.name for p in (work / "cache").iterdir() if p not in entries) == sorted(
         f".{e.stem}.lock" for e in entries
     )

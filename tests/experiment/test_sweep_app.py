@@ -125,8 +125,8 @@ def test_a_two_by_two_sweep_gives_a_parent_and_four_finished_children(tmp_path, 
         assert child.inputs.dataset_inputs and "data.corpus_digest" in child.data.tags
     assert "tables/leaderboard.json" in {a.path for a in client.list_artifacts(parents[0].info.run_id, "tables")}
     assert "Leaderboard" in result.stdout and "workflowType=machine_learning" in result.stdout
-    # one embedding per (model, chunk): the hnsw runs reuse the flat runs' vectors
-    assert len(list((tmp_path / "cache").glob("*.npz"))) == 2
+    # one embedding per (model, chunk): the hnsw runs reuse the flat runs' vectors; and the questions' vectors, once
+    assert len(list((tmp_path / "cache").glob("*.npz"))) == 3
 
 
 @pytest.mark.slow

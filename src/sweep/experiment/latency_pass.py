@@ -20,9 +20,12 @@ if the timing itself fails, one line says so and the sweep closes without latenc
 by a signal closes without the pass; resumed (`resume=true`), its pass times every finished run.
 On PyTorch's one thread (`one_torch_thread`), as a single run is timed.
 
-Cost: the bundled golden set's 11-weight hybrid sweep takes about 15 ms a question and
-configuration, so `SAMPLE` = 100 questions is 1.5 s a configuration, plus about a second each to
-build it again from the cache. Each configuration's times go into its run (`log_latencies`:
+Cost: the bundled golden set's hybrid takes about 15 ms a question, plus about a second to build
+it again from the cache and warm it. So that a sweep of many configurations does not pay for its
+pass what it saved by sharing its work, the pass times `TIMINGS` answers in all, shared out among
+the configurations (`questions_each`): `SAMPLE` = 100 questions each for up to four, 36 each for
+an 11-weight sweep, never fewer than `MIN_SAMPLE` (enough for a paired test over questions to
+find a difference of the size a reranker or an encoder makes). Each configuration's times go into its run (`log_latencies`:
 `tables/latency.json`, `latency/search_ms_p50`, `_p95`, `_p99`, the p50's interval,
 `latency/questions`), before the leaderboard reads them.
 """
@@ -54,7 +57,9 @@ from sweep.tracking.reading import LoggedRun, sweep_children
 from sweep.tracking.records import load_record
 
 log = logging.getLogger(__name__)
-SAMPLE = 100  # questions each configuration answers under the clock
+SAMPLE = 100  # questions each configuration answers under the clock, at most
+MIN_SAMPLE = 30  # ... and at least
+TIMINGS = 400  # answers timed in all, shared out among the configurations
 ORDER_SEED = 0  # the configurations' order for each question is drawn with this seed
 
 
@@ -77,6 +82,7 @@ def time_sweep(parent_id: str | None = None, sample: int = SAMPLE) -> dict[str, 
     if not runs:
         return {}
     began = time.perf_counter()
+    sample = questions_each(len(runs), sample)
     data: dict[str, tuple[Corpus, GoldenSet]] = {}
     try:
         with ExitStack() as built:
@@ -95,6 +101,12 @@ def time_sweep(parent_id: str | None = None, sample: int = SAMPLE) -> dict[str, 
         len(configurations), max((len(c.sample) for c in configurations), default=0), time.perf_counter() - began,
     )  # fmt: skip
     return {c.run.run_id: c.ms for c in configurations}
+
+
+def questions_each(configurations: int, most: int = SAMPLE) -> int:
+    """Questions each of `configurations` answers under the clock: `TIMINGS` shared out among them,
+    at least `MIN_SAMPLE` (or `most`, if fewer) and at most `most`."""
+    return max(min(MIN_SAMPLE, most), min(most, TIMINGS // max(configurations, 1)))
 
 
 def rebuilt(
