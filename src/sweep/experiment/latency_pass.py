@@ -23,9 +23,9 @@ On PyTorch's one thread (`one_torch_thread`), as a single run is timed.
 Cost: the bundled golden set's hybrid takes about 15 ms a question, plus about a second to build
 it again from the cache and warm it. So that a sweep of many configurations does not pay for its
 pass what it saved by sharing its work, the pass times `TIMINGS` answers in all, shared out among
-the configurations (`questions_each`): `SAMPLE` = 100 questions each for up to four, 36 each for
-an 11-weight sweep, never fewer than `MIN_SAMPLE` (enough for a paired test over questions to
-find a difference of the size a reranker or an encoder makes). Each configuration's times go into its run (`log_latencies`:
+the configurations (`questions_each`): `SAMPLE` = 100 questions each for up to two, 60 each for
+four, 21 each for an 11-weight sweep, never fewer than `MIN_SAMPLE` (enough for a paired test over
+questions to find a difference of the size a reranker or an encoder makes). Each configuration's times go into its run (`log_latencies`:
 `tables/latency.json`, `latency/search_ms_p50`, `_p95`, `_p99`, the p50's interval,
 `latency/questions`), before the leaderboard reads them.
 """
@@ -58,8 +58,8 @@ from sweep.tracking.records import load_record
 
 log = logging.getLogger(__name__)
 SAMPLE = 100  # questions each configuration answers under the clock, at most
-MIN_SAMPLE = 30  # ... and at least
-TIMINGS = 400  # answers timed in all, shared out among the configurations
+MIN_SAMPLE = 20  # ... and at least
+TIMINGS = 240  # answers timed in all, shared out among the configurations
 ORDER_SEED = 0  # the configurations' order for each question is drawn with this seed
 
 
