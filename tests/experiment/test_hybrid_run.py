@@ -52,6 +52,11 @@ def test_a_hybrid_run_logs_each_member_beside_the_fusion(hybrid_run, tmp_path, s
     for name in ("ndcg_at_10", "member/minilm/ndcg_at_10", "member/bm25/ndcg_at_10", "member/bm25/recall_at_5"):
         assert 0 <= metrics[name] <= 1, name
     assert metrics["member/minilm/embed/cache_hit"] == 0.0  # the members' own costs, under their names
+    # and the whole's, as the leaderboard reads a run's costs: summed, a hit only where every member's hit
+    assert metrics["time/embed_s"] == metrics["member/minilm/time/embed_s"] > 0
+    assert metrics["embed/cache_hit"] == 0.0
+    assert metrics["index/bytes"] == sum(metrics.get(f"member/{m}/index/bytes", 0) for m in ("minilm", "bm25"))
+    assert metrics["corpus/truncated_share"] == metrics["member/minilm/corpus/truncated_share"]
     assert (params["model"], params["model.members.minilm"], params["model.members.bm25"]) == (
         "hybrid",
         "minilm",

@@ -50,10 +50,10 @@ from sweep.reporting.svg import Point, pareto_svg
 
 # a cost -> the stat that says which share of that stage came from a cache (1: none of it was computed)
 CACHED_BY = {"time/embed_s": "embed/cache_hit"}
-STACK_BELOW = 720  # px: a narrower page shows each leaderboard row as its cells stacked, each named
+STACK_BELOW = 720  # px: a narrower page shows each leaderboard row as its cells stacked, each named ...
+COLUMN_PX = 72  # ... and so does one narrower than its columns take, this much each (costs add columns)
 
-STYLE = (
-    """
+STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
        margin: 1rem; color: #1d1d1f; background: #fff; line-height: 1.4; }
 h1 { font-size: 1.4rem; margin-bottom: 0.2rem; overflow-wrap: anywhere; }
@@ -89,21 +89,18 @@ span.mark.worse { color: #fff; background: #4f6479; }
 td.heat { text-align: right; font-variant-numeric: tabular-nums; min-width: 3.5rem; }
 svg { max-width: 100%; height: auto; }
 figure.curve { margin: 1rem 0; }
+@media (max-width: STACK_BELOWpx) {
+  table.stacked thead { display: none; }
+  table.stacked, table.stacked tbody { display: block; }
+  table.stacked tr { display: flex; flex-wrap: wrap; border: 1px solid #ddd; margin-bottom: 0.4rem; }
+  table.stacked td { display: block; box-sizing: border-box; border: none; flex: 1 0 6.5rem; text-align: left; }
+  table.stacked td:first-child { flex: 0 0 auto; }
+  table.stacked td:first-child::before { content: none; }
+  table.stacked td.config { flex: 1 0 80%; font-weight: 600; }
+  table.stacked td::before { content: attr(data-label); display: block; font-size: 0.75rem; color: #4d4d4d;
+                              font-weight: normal; white-space: normal; }
+}
 """
-    + f"""
-@media (max-width: {STACK_BELOW}px) {{
-  table.stacked thead {{ display: none; }}
-  table.stacked, table.stacked tbody {{ display: block; }}
-  table.stacked tr {{ display: flex; flex-wrap: wrap; border: 1px solid #ddd; margin-bottom: 0.4rem; }}
-  table.stacked td {{ display: block; box-sizing: border-box; border: none; flex: 1 0 6.5rem; text-align: left; }}
-  table.stacked td:first-child {{ flex: 0 0 auto; }}
-  table.stacked td:first-child::before {{ content: none; }}
-  table.stacked td.config {{ flex: 1 0 80%; font-weight: 600; }}
-  table.stacked td::before {{ content: attr(data-label); display: block; font-size: 0.75rem; color: #4d4d4d;
-                              font-weight: normal; white-space: normal; }}
-}}
-"""
-)
 
 
 def render(results: SweepResults, title: str, sweep_run_id: str = "", started_ms: int | None = None) -> str:
@@ -142,10 +139,17 @@ def render(results: SweepResults, title: str, sweep_run_id: str = "", started_ms
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{esc(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+        f"<title>{esc(title)}</title>\n<style>{style(results)}</style>\n</head>\n<body>\n"
         f"<h1>{esc(title)}</h1>\n{provenance(results, sweep_run_id, started_ms)}"
         f'<p class="summary">{summary}</p>\n{body}</body>\n</html>\n'
     )
+
+
+def style(results: SweepResults) -> str:
+    """The page's CSS, the leaderboard stacking its cells below `STACK_BELOW` px or below the width
+    its columns need (`COLUMN_PX` each), whichever is wider: a sweep with more costs stacks sooner."""
+    columns = len(leaderboard_headers(results)[0])
+    return STYLE.replace("STACK_BELOW", str(max(STACK_BELOW, COLUMN_PX * columns)))
 
 
 def provenance(results: SweepResults, sweep_run_id: str, started_ms: int | None) -> str:
@@ -186,12 +190,16 @@ SLOWER = (
 )
 
 
+def leaderboard_headers(results: SweepResults) -> tuple[list[str], list[str]]:
+    """The leaderboard's column headers, and the costs among them (the registry's, where logged)."""
+    costs = [c for c in COSTS if c in results.leaderboard.columns]
+    headers = ["#", "config", f"{results.objective} (95% CI)", "delta vs best (95% CI)", "p (Holm)", "verdict", "n"]
+    return headers + [BY_NAME[c].label for c in costs], costs
+
+
 def leaderboard_section(results: SweepResults, labels: Mapping[str, str]) -> str:
     board = results.leaderboard
-    costs = [c for c in COSTS if c in board.columns]
-    objective = f"{results.objective} (95% CI)"
-    headers = ["#", "config", objective, "delta vs best (95% CI)", "p (Holm)", "verdict", "n"]
-    headers += [BY_NAME[c].label for c in costs]
+    headers, costs = leaderboard_headers(results)
     text_columns = {"config", "verdict"}
     head = "".join(f"<th{'' if h in text_columns else ' class=num'}>{esc(h)}</th>" for h in headers)
     rows, rank = [], 0
