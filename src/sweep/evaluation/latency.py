@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from sweep.evaluation.significance import RESAMPLES, SEED, holm, paired, randomization_p
+from sweep.evaluation.significance import RESAMPLES, SEED, bootstrap_interval, holm, paired, randomization_p
 
 ALPHA = 0.05
 TABLE = "latency"  # a record's table of the timed questions: qid, ms
@@ -45,21 +45,8 @@ COLUMNS = ("latency_low", "latency_high", "latency_ratio", "latency_p_holm", "sl
 def median_interval(
     ms: np.ndarray, confidence: float = 0.95, n_resamples: int = RESAMPLES, seed: int = SEED
 ) -> tuple[float, float]:
-    """scipy's seeded percentile bootstrap of the median over questions; the point when nothing varies."""
-    if ms.size < 2 or np.ptp(ms) == 0:
-        point = float(np.median(ms)) if ms.size else math.nan
-        return point, point
-    from scipy import stats  # here: `sweep.best --among tied` reads marks without it (0.5 s)
-
-    result = stats.bootstrap(
-        (ms,),
-        np.median,
-        confidence_level=confidence,
-        n_resamples=n_resamples,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+    """The seeded percentile bootstrap interval of the median over questions; the point when nothing varies."""
+    return bootstrap_interval(ms, np.median, confidence, n_resamples, seed)
 
 
 def log_ratios(fast: pd.Series, other: pd.Series) -> np.ndarray:

@@ -9,6 +9,7 @@ same inputs always give the same intervals and p-values.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ def bootstrap_ci(
     rows = {}
     for column in values.columns:
         sample = values[column].dropna().to_numpy(dtype=float)
-        rows[column] = (sample_mean(sample), *_interval(sample, confidence, n_resamples, seed))
+        rows[column] = (sample_mean(sample), *bootstrap_interval(sample, np.mean, confidence, n_resamples, seed))
     return pd.DataFrame.from_dict(rows, orient="index", columns=["mean", "low", "high"])
 
 
@@ -41,23 +42,33 @@ def sample_mean(sample: np.ndarray) -> float:
     return sample.mean() if sample.size else np.nan
 
 
-def _interval(sample: np.ndarray, confidence: float, n_resamples: int, seed: int) -> tuple[float, float]:
+def bootstrap_interval(
+    sample: np.ndarray,
+    statistic: Callable[..., Any] = np.mean,
+    confidence: float = 0.95,
+    n_resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> tuple[float, float]:
+    """The percentile bootstrap interval of `statistic` (numpy's, taking `axis`) over `sample`
+    (`_bootstrap`); the point itself when nothing varies, NaN for an empty sample."""
     if sample.size < 2 or np.ptp(sample) == 0:  # nothing to resample: the interval is the point
-        point = sample_mean(sample)
+        point = float(statistic(sample)) if sample.size else np.nan
         return point, point
-    result = _bootstrap_mean(sample, confidence, n_resamples, seed)
+    result = _bootstrap(sample, confidence, n_resamples, seed, statistic)
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def _bootstrap_mean(sample: np.ndarray, confidence: float, n_resamples: int, seed: int) -> Any:
-    """scipy's percentile bootstrap of the mean, seeded: the same sample gives the same interval.
-    (scipy.stats is imported here: its import takes half a second, which `sweep.best --among
-    tied` does not need.)"""
+def _bootstrap(
+    sample: np.ndarray, confidence: float, n_resamples: int, seed: int, statistic: Callable[..., Any] = np.mean
+) -> Any:
+    """scipy's percentile bootstrap of `statistic` (the mean), seeded: the same sample gives the
+    same interval. (scipy.stats is imported here: its import takes half a second, which `sweep.best
+    --among tied` does not need.)"""
     from scipy import stats
 
     return stats.bootstrap(
         (sample,),
-        np.mean,
+        statistic,
         confidence_level=confidence,
         n_resamples=n_resamples,
         method="percentile",
@@ -135,7 +146,7 @@ def _paired_bootstrap(delta: np.ndarray, confidence: float, n_resamples: int, se
     if delta.size < 2 or np.ptp(delta) == 0:
         point = delta.mean() if delta.size else np.nan
         return {"low": point, "high": point, "p_bootstrap": 1.0 if point == 0 or delta.size < 2 else 0.0}
-    result = _bootstrap_mean(delta, confidence, n_resamples, seed)
+    result = _bootstrap(delta, confidence, n_resamples, seed)
     means = result.bootstrap_distribution
     # two-sided: how often the resampled mean falls on the other side of zero
     p = min(1.0, 2 * min((means <= 0).mean(), (means >= 0).mean()))
