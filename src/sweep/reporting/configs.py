@@ -28,6 +28,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 import pandas as pd
 
+from sweep.evaluation.leaderboard import SweepResults
 from sweep.settings import override_key
 
 # an override: unquoted characters and quoted runs (Hydra's quoting), until whitespace outside quotes;
@@ -115,3 +116,8 @@ def without_copies(frame: pd.DataFrame, preferred: Sequence[str]) -> list[str]:
         if not any(frame.loc[values.index, other].eq(values).all() for other in kept):
             kept.append(key)
     return kept
+
+
+def leaderboard_configs(results: SweepResults) -> dict[str, str]:
+    """Run id -> the configuration's overrides, as its run is labelled (a sweep's leaderboard)."""
+    return {run_id: str(config) for run_id, config in results.leaderboard["config"].items()}

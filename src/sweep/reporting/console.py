@@ -20,8 +20,8 @@ from sweep.evaluation.leaderboard import SweepResults
 from sweep.evaluation.registry import ABSTAIN_CORRECT, ABSTAIN_FALSE, BY_NAME, COSTS, LATENCY, TRUNCATED
 from sweep.evaluation.significance import RESAMPLES, bootstrap_ci
 from sweep.formats.golden import doc_grades
-from sweep.reporting.configs import config_labels, shared_overrides
-from sweep.reporting.formatting import cost_in_column, is_missing, number, threshold
+from sweep.reporting.configs import config_labels, leaderboard_configs, shared_overrides
+from sweep.reporting.formatting import cost_in_column, is_missing, is_true, number, threshold
 from sweep.text import shortened
 
 
@@ -196,11 +196,6 @@ def print_calibration(calibration: Calibration, console: Console | None = None) 
     )
 
 
-def leaderboard_configs(results: SweepResults) -> dict[str, str]:
-    """Run id -> the configuration's overrides, as its run is labelled."""
-    return {run_id: str(config) for run_id, config in results.leaderboard["config"].items()}
-
-
 def shared_line(results: SweepResults) -> str:
     """The overrides every configuration of the sweep has, in one line; "" when none are shared
     (or the sweep has one configuration, whose row shows them all)."""
@@ -243,7 +238,7 @@ def leaderboard_table(results: SweepResults) -> Table:
 
 def _slower(name: str, row: Mapping[str, object]) -> str:
     """The latency p50's mark: "*" where the configuration is significantly slower than the fastest."""
-    marked = name == LATENCY and not is_missing(row.get("slower")) and bool(row.get("slower"))
+    marked = name == LATENCY and is_true(row.get("slower"))
     return "*" if marked else ""
 
 
@@ -255,7 +250,7 @@ def latency_line(results: SweepResults) -> str:
     if "slower" not in board.columns or board["latency_ratio"].isna().all():
         return ""
     test = f"paired test over the questions timed together, Holm-corrected, alpha {results.alpha}"
-    slower = board.index[board["slower"].map(lambda v: not is_missing(v) and bool(v))]
+    slower = board.index[board["slower"].map(is_true)]
     if not len(slower):
         return (
             f"Latency: no configuration is significantly slower than the fastest ({test}): their p50s differ by noise"

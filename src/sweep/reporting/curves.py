@@ -28,8 +28,8 @@ import pandas as pd
 
 from sweep.evaluation.leaderboard import SweepResults
 from sweep.reporting.configs import settings_that_differ
-from sweep.reporting.formatting import number
-from sweep.reporting.html_parts import esc, is_true, label_html
+from sweep.reporting.formatting import is_true, number
+from sweep.reporting.html_parts import esc, label_html
 from sweep.reporting.svg import LOG_FROM, ROLES, TEXT_COLOUR, inline_svg, marker, on_top, styled
 
 if TYPE_CHECKING:

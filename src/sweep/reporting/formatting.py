@@ -23,6 +23,12 @@ def is_missing(value: object) -> bool:
         return True
 
 
+def is_true(value: object) -> bool:
+    """A leaderboard's flag cell (tied_with_best, slower, on_front): True/False (1.0/0.0 once read
+    back from JSON), or NaN for a run that was not ranked, which must not count (NaN is truthy)."""
+    return not is_missing(value) and bool(value)
+
+
 def number(value: object, digits: int = 4, signed: bool = False, missing: str = MISSING) -> str:
     """A statistic: `digits` decimals (4 by default), with its sign when `signed`."""
     if is_missing(value):

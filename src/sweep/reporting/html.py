@@ -41,10 +41,10 @@ import pandas as pd
 
 from sweep.evaluation.leaderboard import SweepResults
 from sweep.evaluation.registry import BY_NAME, COSTS, LATENCY
-from sweep.reporting.configs import config_labels, settings_that_differ, shared_overrides
+from sweep.reporting.configs import config_labels, leaderboard_configs, settings_that_differ, shared_overrides
 from sweep.reporting.curves import curves_section
-from sweep.reporting.formatting import cost, is_missing, number
-from sweep.reporting.html_parts import esc, is_true, label_html, table
+from sweep.reporting.formatting import cost, is_missing, is_true, number
+from sweep.reporting.html_parts import esc, label_html, table
 from sweep.reporting.question_sections import heatmap_section, worst_section
 from sweep.reporting.svg import Point, pareto_svg
 
@@ -106,7 +106,7 @@ figure.curve { margin: 1rem 0; }
 def render(results: SweepResults, title: str, sweep_run_id: str = "", started_ms: int | None = None) -> str:
     """The whole page for `results`, titled `title`: the sweep's run `sweep_run_id`, started at
     `started_ms` (milliseconds since the epoch, as MLflow keeps a run's start)."""
-    configs = {run_id: str(config) for run_id, config in results.leaderboard["config"].items()}
+    configs = leaderboard_configs(results)
     labels = config_labels(configs)
     scored = int(results.leaderboard["mean"].notna().sum())
     summary = (

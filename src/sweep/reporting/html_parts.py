@@ -26,12 +26,6 @@ def esc(value: object) -> str:
     return html.escape(str(value))
 
 
-def is_true(value: object) -> bool:
-    """A tied_with_best cell: True/False (1.0/0.0 once read back from JSON), or NaN for a run that
-    was not ranked, which must not count (NaN is truthy)."""
-    return not is_missing(value) and bool(value)
-
-
 def table(table_id: str, head: str, rows: Sequence[str], css_class: str = "") -> str:
     """A table in a box that scrolls sideways when it is wider than the page (many configurations)."""
     classes = f' class="{css_class}"' if css_class else ""
