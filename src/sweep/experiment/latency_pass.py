@@ -140,13 +140,9 @@ def interleave(configurations: list[Configuration]) -> None:
     search pays what the later ones do not). Each retriever searches alone (`Retriever.alone`)."""
     if not configurations:
         return
-    retrievers: dict[int, tuple[Retriever, list[str]]] = {}
-    for configuration in configurations:  # a retriever two configurations share is entered once
-        entry = retrievers.setdefault(id(configuration.retriever), (configuration.retriever, []))
-        entry[1].extend(question.question for question in configuration.sample)
     with one_torch_thread(), ExitStack() as alone:
-        for retriever, questions in retrievers.values():
-            alone.enter_context(retriever.alone(list(dict.fromkeys(questions))))
+        for configuration in configurations:  # each built apart (`rebuilt`): none shares a retriever
+            alone.enter_context(configuration.retriever.alone([question.question for question in configuration.sample]))
         for configuration in configurations:
             if configuration.sample:
                 configuration.clock(configuration.sample[0])

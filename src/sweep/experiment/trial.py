@@ -268,10 +268,11 @@ def run_trial(
             resolved.pop(key, None)
         configured = TrialRecord(name, resolved, tuple(overrides), dict(choices or {}))
         save_record(configured)  # first the config: a run that fails below still says what it was
-        if os.environ.get(PARENT_RUN):  # a sweep's configurations reuse what those before them computed
+        in_a_sweep = bool(os.environ.get(PARENT_RUN))
+        if in_a_sweep:  # a sweep's configurations reuse what those before them computed
             reuse_in_this_process()
         pipeline = build_pipeline(cfg)  # cheap: models load when the pipeline first needs them
-        if os.environ.get(PARENT_RUN):  # a sweep times its configurations together at its end (latency_pass)
+        if in_a_sweep:  # a sweep times its configurations together at its end (latency_pass)
             pipeline.latency_sample = 0
         corpus, golden = data or load_data(cfg)
         with closing(pipeline.retriever):  # a vector database's collection or table goes, however the run ends

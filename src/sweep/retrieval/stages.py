@@ -115,7 +115,7 @@ def chunked(chunker: Chunker, corpus: Corpus) -> tuple[list[Chunk], bool]:
     (chunks, whether they were kept)."""
     key = fingerprint(chunker) if reuse_on() else None
     if key is not None:
-        key = digest(key, fingerprint(corpus.documents))
+        key = digest(key, corpus.digest)  # the corpus's own content digest, as its runs are tagged with
         kept = CHUNKS.get(key)
         if kept is not None:
             return kept, True
