@@ -63,6 +63,7 @@ from sweep.errors import (
 )
 from sweep.evaluation.leaderboard import build as build_leaderboard
 from sweep.experiment.command_line import split_sweep
+from sweep.experiment.heap import settle
 from sweep.experiment.latency_pass import time_sweep
 from sweep.experiment.preflight import preflight
 from sweep.experiment.trial import HOW_IT_RUNS, Trial, run_trial
@@ -223,7 +224,9 @@ def task(cfg: DictConfig) -> float | None:
         if not SWEEP_GONE:
             return objective
     # nobody is left to take the result, and the run is closed: the worker ends now, what its
-    # indexes made outside it removed (their finalizers run as the frames of the job are freed)
+    # indexes made outside it removed (their finalizers run as the frames of the job are freed),
+    # those of what `settle` froze between jobs too
+    gc.unfreeze()
     gc.collect()
     logging.shutdown()
     os._exit(128 + signal.SIGTERM)
@@ -233,6 +236,8 @@ def run_task(cfg: DictConfig) -> float | None:
     raise_if_interrupted()  # no next combination after a signal, even one a library swallowed
     set_verbosity(cfg.verbosity)  # Hydra made this job's console afresh
     outlive_the_reader()  # its console handlers too
+    if is_multirun():  # what the jobs before left alive lives as long as the process
+        settle()
     try:
         name = trial_name()
         trial = run_trial(cfg, choices(), overrides(), name)

@@ -44,6 +44,7 @@ from omegaconf import OmegaConf
 
 from sweep.errors import one_line
 from sweep.evaluation.latency import INTERVAL, median_interval
+from sweep.experiment.heap import settle
 from sweep.experiment.trial import build_pipeline, load_data
 from sweep.formats.corpus import Corpus
 from sweep.formats.golden import GoldenSet, Question
@@ -87,6 +88,7 @@ def time_sweep(parent_id: str | None = None, sample: int = SAMPLE) -> dict[str, 
     try:
         with ExitStack() as built:
             configurations = [c for run in runs if (c := rebuilt(run, data, sample, built)) is not None]
+            settle()  # no collection over the whole heap inside a configuration's timing
             interleave(configurations)
     except Exception as error:  # the sweep still closes, with its leaderboard; a signal goes on up
         log.warning("latency: the configurations could not be timed (%s); no latency is logged", one_line(error))

@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from importlib import metadata
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -235,14 +236,24 @@ def objective_first(metrics: Mapping[str, float], objective: str | None) -> dict
 
 def member_hits_table(parts: Mapping[str, Part]) -> pd.DataFrame:
     """Every candidate each part gave, a row each, by question, then by part, then by rank (1: its
-    best): `MEMBER_HITS_COLUMNS`, the chunk's document and score first, its offsets last."""
-    rows: dict[str, list[list[Any]]] = {}
-    for part, values in parts.items():
-        for qid, candidates in (values.hits or {}).items():
-            rows.setdefault(qid, []).extend(
-                [qid, part, rank, doc, score, start, end] for rank, (doc, start, end, score) in enumerate(candidates, 1)
-            )
-    return pd.DataFrame([row for candidates in rows.values() for row in candidates], columns=MEMBER_HITS_COLUMNS)
+    best): `MEMBER_HITS_COLUMNS`, the chunk's document and score first, its offsets last. Built a
+    column at a time: a hybrid's two members give some 78,000 rows a run on the bundled set."""
+    first_seen: dict[str, int] = {}  # questions in the order the parts first name them
+    for values in parts.values():
+        for qid in values.hits or {}:
+            first_seen.setdefault(qid, len(first_seen))
+    blocks = sorted(  # stable: within a question, the parts keep their order
+        ((qid, part, rows) for part, values in parts.items() for qid, rows in (values.hits or {}).items() if rows),
+        key=lambda block: first_seen[block[0]],
+    )
+    sizes = [len(rows) for _, _, rows in blocks]
+    hits = pd.DataFrame(
+        list(chain.from_iterable(rows for _, _, rows in blocks)), columns=["doc", "start", "end", "score"]
+    )
+    hits.insert(0, "qid", np.repeat([qid for qid, _, _ in blocks], sizes))
+    hits.insert(1, "member", np.repeat([part for _, part, _ in blocks], sizes))
+    hits.insert(2, "rank", np.concatenate([np.arange(1, n + 1) for n in sizes]) if sizes else np.array([], dtype=int))
+    return hits[MEMBER_HITS_COLUMNS]
 
 
 def load_record(
