@@ -19,7 +19,7 @@ from sweep.retrieval.lexical import BM25Retriever
 from sweep.retrieval.pipeline import (
     LATENCY_SAMPLE,
     Pipeline,
-    collapse_to_documents,
+    TieOrder,
     latency_sample,
     one_torch_thread,
 )
@@ -34,8 +34,9 @@ def embedder():
 def test_best_chunk_stands_for_its_document():
     chunks = [Chunk("a", 0, 0, 1, "x", 1), Chunk("b", 0, 0, 1, "y", 1), Chunk("a", 1, 1, 2, "z", 1)]
     hits = Hits.first(np.array([[0.9, 0.8, 0.7, 0.0]]), np.array([[2, 1, 0, -1]]))  # -1: FAISS found no more
-    assert collapse_to_documents(hits, chunks, depth=10) == [("a", 0.9), ("b", 0.8)]
-    assert collapse_to_documents(hits, chunks, depth=1) == [("a", 0.9)]
+    order = TieOrder.of(chunks)
+    assert order.documents(hits, depth=10) == [("a", 0.9), ("b", 0.8)]
+    assert order.documents(hits, depth=1) == [("a", 0.9)]
 
 
 def test_the_latency_sample_is_seeded_sorted_and_all_questions_when_few():

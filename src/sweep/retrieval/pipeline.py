@@ -98,6 +98,7 @@ class TieOrder:
 
     doc_rank: np.ndarray  # each chunk's document id's rank among the corpus's ids, sorted
     place: np.ndarray  # each chunk's index in its document
+    doc_ids: list[str]  # the chunks' document ids, sorted: doc_ids[doc_rank[i]] is chunk i's
 
     @classmethod
     def of(cls, chunks: Sequence[Chunk]) -> TieOrder:
@@ -106,6 +107,7 @@ class TieOrder:
         return cls(
             np.array([rank[chunk.doc_id] for chunk in chunks], dtype=np.int64),
             np.array([chunk.index for chunk in chunks], dtype=np.int64),
+            doc_ids,
         )
 
     def __call__(self, hits: Hits) -> Hits:
@@ -114,6 +116,13 @@ class TieOrder:
             return hits
         order = np.lexsort((self.place[hits.ids], -self.doc_rank[hits.ids], -scores))
         return Hits(scores[order], hits.ids[order])
+
+    def documents(self, hits: Hits, depth: int) -> list[tuple[str, float]]:
+        """Best chunk per document, in hit order (hits arrive best first, ties in this order), at
+        most `depth` documents: each document's first hit."""
+        docs = self.doc_rank[hits.ids]
+        first = np.sort(np.unique(docs, return_index=True)[1])[:depth]
+        return list(zip([self.doc_ids[d] for d in docs[first].tolist()], hits.scores[first].tolist()))
 
 
 def warn_exact_copies(corpus: Corpus) -> None:
@@ -138,17 +147,6 @@ def warn_exact_copies(corpus: Corpus) -> None:
         "a golden set that labels one copy counts the others as not relevant",
         corpus.source, n_documents, len(copies), "group" if len(copies) == 1 else "groups", examples,
     )  # fmt: skip
-
-
-def collapse_to_documents(hits: Hits, chunks: Sequence[Chunk], depth: int) -> list[tuple[str, float]]:
-    """Best chunk per document, in hit order (hits arrive best first, ties in `TieOrder`), at
-    most `depth` documents."""
-    ranking: dict[str, float] = {}
-    for score, chunk_id in zip(hits.scores.tolist(), hits.ids.tolist()):
-        ranking.setdefault(chunks[chunk_id].doc_id, score)
-        if len(ranking) == depth:
-            break
-    return list(ranking.items())
 
 
 def without_document(hits: Hits, doc_ids: np.ndarray, doc_id: str) -> Hits:
@@ -233,7 +231,7 @@ class PartAnswers:
             ]
             if self.doc_ids is not None:
                 hits = without_document(hits, self.doc_ids, qid)
-            if ranking := collapse_to_documents(hits, self.chunks, self.depth):
+            if ranking := self.order.documents(hits, self.depth):
                 self.rankings.setdefault(part, {})[qid] = ranking
 
     def retrievals(self) -> dict[str, PartRetrieval]:
@@ -287,7 +285,7 @@ class Pipeline:
         doc_ids = self.own_documents(chunks)
         parts = PartAnswers(chunks, self.depth, doc_ids, order)
         for question in progress_bar(golden, desc="searching", unit="question"):
-            answer = self._answer(question, chunks, doc_ids, order)
+            answer = self._answer(question, doc_ids, order)
             rerank_s += answer.rerank_s
             parts.add(question.id, self.retriever.part_hits(question.question))
             if answer.restriction is not None:
@@ -299,7 +297,7 @@ class Pipeline:
             top = zip(hits.ids[: self.context_depth].tolist(), hits.scores[: self.context_depth].tolist())
             contexts[question.id] = list(top) if answered else []
         done = time.perf_counter()
-        latencies = self._latencies(golden, chunks, doc_ids, order)
+        latencies = self._latencies(golden, doc_ids, order)
         stats = self.retriever.stats() | self.reranker.stats() | filter_stats(restricted, len(golden), self.chunk_depth)
         stats |= {
             "time/build_s": build_s,  # the retriever's whole build; it reports its own parts
@@ -318,9 +316,7 @@ class Pipeline:
         the filter's settings and the depth (`stages.searching`)."""
         return [(q.question, dict(q.filters)) for q in golden], self.filter, self.chunk_depth
 
-    def _answer(
-        self, question: Question, chunks: Sequence[Chunk], doc_ids: np.ndarray | None, order: TieOrder
-    ) -> Answer:
+    def _answer(self, question: Question, doc_ids: np.ndarray | None, order: TieOrder) -> Answer:
         """One question's whole path: filter + search, rerank, ties in trec_eval's order, documents."""
         restriction = self.filter.restriction(question)
         # any retriever's hits for this question, under its filter and depth
@@ -333,11 +329,9 @@ class Pipeline:
         if doc_ids is not None:  # after the reranker: a fused list brings the document back
             hits = without_document(hits, doc_ids, question.id)
         hits = order(hits)
-        return Answer(restriction, found, hits, collapse_to_documents(hits, chunks, self.depth), rerank_s)
+        return Answer(restriction, found, hits, order.documents(hits, self.depth), rerank_s)
 
-    def _latencies(
-        self, golden: GoldenSet, chunks: Sequence[Chunk], doc_ids: np.ndarray | None, order: TieOrder
-    ) -> dict[str, float]:
+    def _latencies(self, golden: GoldenSet, doc_ids: np.ndarray | None, order: TieOrder) -> dict[str, float]:
         """Milliseconds of each sampled question's whole path (`time_alone`), by question id, one
         question at a time as a live system answers them, on one PyTorch thread
         (`one_torch_thread`); {} with `latency_sample` 0 (a sweep times its configurations
@@ -346,7 +340,7 @@ class Pipeline:
         if not sample:
             return {}
         with one_torch_thread(), self.retriever.alone([question.question for question in sample]):
-            return {question.id: self.time_alone(question, chunks, doc_ids, order) for question in sample}
+            return {question.id: self.time_alone(question, doc_ids, order) for question in sample}
 
     def own_documents(self, chunks: Sequence[Chunk]) -> np.ndarray | None:
         """Each chunk's document id, where a question's hits in its own document are dropped
@@ -356,17 +350,15 @@ class Pipeline:
     def clock(self, chunks: Sequence[Chunk]) -> Callable[[Question], float]:
         """`time_alone` for questions over `chunks`, those `retrieve` built the retriever on (one
         configuration of a sweep's latency pass, timed beside the others)."""
-        return partial(self.time_alone, chunks=chunks, doc_ids=self.own_documents(chunks), order=TieOrder.of(chunks))
+        return partial(self.time_alone, doc_ids=self.own_documents(chunks), order=TieOrder.of(chunks))
 
-    def time_alone(
-        self, question: Question, chunks: Sequence[Chunk], doc_ids: np.ndarray | None, order: TieOrder
-    ) -> float:
+    def time_alone(self, question: Question, doc_ids: np.ndarray | None, order: TieOrder) -> float:
         """Milliseconds of `question`'s whole path, the clock around that alone: its own encode (no
         batch; inside the retriever's `alone`), filter, search, rerank, documents, plus what the
         retriever replayed rather than spent (`replayed_ms`). Its answer is dropped: the scored
         ones are the batch path's."""
         start = time.perf_counter()
-        self._answer(question, chunks, doc_ids, order)
+        self._answer(question, doc_ids, order)
         elapsed = time.perf_counter() - start
         return 1000 * elapsed + self.retriever.replayed_ms(question.question)
 
