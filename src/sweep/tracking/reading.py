@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import posixpath
 import re
 import tempfile
 from collections.abc import Iterator
@@ -219,11 +220,13 @@ def require_artifacts(run: LoggedRun) -> None:
 
 
 def _listed(run: LoggedRun, folder: str | None = None) -> set[str]:
-    """The paths of `run`'s artifacts in `folder` (its top level for None), as MLflow lists them."""
+    """The paths of `run`'s artifacts in `folder` (its top level for None), as MLflow lists them:
+    by the run's artifact URI, which `run` holds (by its id, MLflow reads the whole run twice)."""
     import mlflow
 
     require_artifacts(run)
-    return {a.path for a in mlflow.MlflowClient().list_artifacts(run.run_id, folder)}
+    uri = f"{run.artifact_uri}/{folder}" if folder else run.artifact_uri
+    return {posixpath.join(folder or "", posixpath.basename(a.path)) for a in mlflow.artifacts.list_artifacts(uri)}
 
 
 def _unreadable(run: LoggedRun, path: str, error: BaseException) -> InputError:
