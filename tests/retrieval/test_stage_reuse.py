@@ -90,6 +90,30 @@ def test_chunks_are_kept_by_the_chunker_settings_and_every_document(small_kb):
     assert not kept_edited and other != first
 
 
+class CountingEmbedder(SentenceTransformerEmbedder):
+    """MiniLM, counting the times it tokenizes texts to find the truncated share."""
+
+    tokenized = 0
+
+    def truncated_share(self, texts, block=4096):
+        CountingEmbedder.tokenized += 1
+        return super().truncated_share(texts, block)
+
+
+@pytest.mark.slow  # MiniLM's tokenizer loads with the model
+def test_the_truncated_share_is_kept_for_the_same_embedder_and_texts(small_kb, monkeypatch):
+    corpus, _ = small_kb
+    texts = [chunk.text for chunk in TokenChunker(0).split(corpus)]  # whole documents: some too long
+    first = stages.truncated_share(CountingEmbedder(), texts)
+    assert first == SentenceTransformerEmbedder().truncated_share(texts) > 0
+    assert stages.truncated_share(CountingEmbedder(), texts) == first and CountingEmbedder.tokenized == 1
+    stages.truncated_share(CountingEmbedder(), texts[1:])
+    stages.truncated_share(CountingEmbedder(document_prompt="passage: "), texts)
+    assert CountingEmbedder.tokenized == 3  # other texts, another embedder: tokenized
+    monkeypatch.setenv(stages.REUSE_ENV, "0")
+    assert stages.truncated_share(CountingEmbedder(), texts) == first and CountingEmbedder.tokenized == 4
+
+
 def test_a_new_fusion_weight_only_fuses_the_members_kept_answers(small_kb, monkeypatch):
     """Lexical members (no model): the second weight builds and searches neither member, the same
     weight again reuses the fused answers too, and every answer is the one computed without reuse."""

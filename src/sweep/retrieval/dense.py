@@ -28,7 +28,7 @@ import numpy as np
 
 from sweep.retrieval.embed import CorpusEmbedding, Embedder, EmbeddingCache
 from sweep.retrieval.retriever import Restriction, Retriever
-from sweep.retrieval.stages import reuse_on
+from sweep.retrieval.stages import reuse_on, truncated_share
 from sweep.retrieval.vector_index import VectorIndex, Where
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class DenseRetriever(Retriever):
         embedded = time.perf_counter()
         self.index.build(vectors, self._metadata)
         indexed = time.perf_counter()
-        truncated = self.embedder.truncated_share(texts)
+        truncated = truncated_share(self.embedder, texts)
         if truncated:
             log.warning(
                 "%.0f%% of chunks are longer than the model's %d-token limit (its special tokens included) and are "

@@ -5,7 +5,8 @@ Hydra's basic launcher runs a sweep's jobs one after another in one process; eac
 components afresh from their config. What a job computed stays here, under a sha256 of everything
 that decides it, never under an object's identity:
 
-- chunks (`chunked`): the chunker's settings and every document (id, title, text, metadata);
+- chunks (`chunked`): the chunker's settings and every document (id, title, text, metadata); the
+  share of them an embedder truncates (`truncated_share`): its identity and the chunk texts;
 - a retriever's answers (`Reused`): its settings (the whole object before it is built, model
   paths and prompts, index and cache settings included; a hybrid's members are retrievers of their
   own, each reused on its own), the chunk texts and their metadata, the questions with their
@@ -49,6 +50,7 @@ import numpy as np
 from sweep.formats.corpus import Corpus
 from sweep.retrieval.chunking import Chunk, Chunker
 from sweep.retrieval.content_keys import Unkeyable, digest, fingerprint
+from sweep.retrieval.embed import Embedder
 from sweep.retrieval.rerank import NoReranker, Reranker, SearchUnderFilter
 from sweep.retrieval.retriever import Hits, Restriction, Retriever
 
@@ -97,6 +99,7 @@ class Memo:
 
 
 CHUNKS = Memo(CHUNKINGS)
+TRUNCATIONS = Memo(CHUNKINGS)  # the share of a chunking's texts that an embedder truncates
 ANSWERS = Memo(RETRIEVERS)
 RERANKINGS = Memo(RETRIEVERS)
 _INPUTS: contextvars.ContextVar[str | None] = contextvars.ContextVar("sweep_stage_inputs", default=None)
@@ -106,6 +109,7 @@ _ALONE: contextvars.ContextVar[bool] = contextvars.ContextVar("sweep_stage_alone
 def forget() -> None:
     """Drop everything kept (the next configuration computes every stage)."""
     CHUNKS.clear()
+    TRUNCATIONS.clear()
     ANSWERS.clear()
     RERANKINGS.clear()
 
@@ -123,6 +127,19 @@ def chunked(chunker: Chunker, corpus: Corpus) -> tuple[list[Chunk], bool]:
     if key is not None:
         CHUNKS.put(key, chunks)
     return chunks, False
+
+
+def truncated_share(embedder: Embedder, texts: Sequence[str]) -> float:
+    """`embedder.truncated_share(texts)`, or what the same embedder (by its `identity`) found for
+    the same texts before: it tokenizes every text, and the latency pass builds every
+    configuration again."""
+    key = digest(embedder.identity, list(texts)) if reuse_on() else None
+    share = TRUNCATIONS.get(key) if key is not None else None
+    if share is None:
+        share = embedder.truncated_share(texts)
+        if key is not None:
+            TRUNCATIONS.put(key, share)
+    return share
 
 
 @contextmanager
