@@ -21,7 +21,8 @@
 
 4. A sweep costs what it changes (issue 50): `python -m sweep -m model=hybrid model.weight=0.0,0.1,...,1.0`
    (11 runs) with an empty cache against `python -m sweep model=minilm` followed by `python -m sweep
-   model=bm25` (one empty cache, as a user's; timed before and after the sweeps, their mean the base),
+   model=bm25` in the same folder (one MLflow store and one empty cache, as a user's; timed before and
+   after the sweeps, their mean the base),
    the sweep with `SWEEP_REUSE=0` (every stage computed in every run; not with --quick), and with a
    warm cache (11 weights, and 1: what each extra weight adds).
    Beside each sweep's wall time, the sum of its distinct work: each stage's logged time summed over its
@@ -326,18 +327,19 @@ def reuse_costs(folder: Path, quick: bool) -> None:
     load from other processes comes and goes."""
     walls, loads = {}, {}
 
-    def case(name: str, args: Sequence[str], cache: Path | None = None) -> None:
-        walls[name] = python_m_sweep(folder / name, args, cache=cache)
+    def case(name: str, args: Sequence[str], cache: Path | None = None, where: str | None = None) -> None:
+        """`python -m sweep ARGS` in folder/`where` (default: its own, folder/`name`)."""
+        walls[name] = python_m_sweep(folder / (where or name), args, cache=cache)
         loads[name] = os.getloadavg()[0]
 
     case("minilm", ["model=minilm"])
-    case("bm25", ["model=bm25"], cache=folder / "minilm" / "cache")
+    case("bm25", ["model=bm25"], where="minilm")  # as a user's second command: the same store and cache
     case("cold", HYBRID)
     if not quick:
         with environment(SWEEP_REUSE="0"):
             case("off", HYBRID)
     case("minilm-again", ["model=minilm"])
-    case("bm25-again", ["model=bm25"], cache=folder / "minilm-again" / "cache")
+    case("bm25-again", ["model=bm25"], where="minilm-again")
     case("warm", HYBRID, cache=folder / "cold" / "cache")
     case("warm-one", HYBRID[:2] + ("model.weight=0.0",), cache=folder / "cold" / "cache")
     sweeps = {"reuse, empty cache": "cold", "reuse, warm cache": "warm"}
@@ -347,7 +349,7 @@ def reuse_costs(folder: Path, quick: bool) -> None:
     base = sum(singles) / 2
     rows = [
         [
-            "python -m sweep model=minilm, then model=bm25 (one empty cache; before, after the sweeps)",
+            "python -m sweep model=minilm, then model=bm25 (one store, one empty cache; before, after the sweeps)",
             f"{singles[0]:.1f}, {singles[1]:.1f}",
             "1.00x",
             f"{loads['bm25']:.1f}, {loads['bm25-again']:.1f}",
