@@ -22,7 +22,7 @@ from sweep.retrieval import stages
 from sweep.retrieval.chunking import TokenChunker
 from sweep.retrieval.content_keys import fingerprint
 from sweep.retrieval.dense import DenseRetriever
-from sweep.retrieval.embed import EmbeddingCache, SentenceTransformerEmbedder
+from sweep.retrieval.embed import Embedder, EmbeddingCache, SentenceTransformerEmbedder
 from sweep.retrieval.filters import PreFilter
 from sweep.retrieval.hybrid import HybridRetriever
 from sweep.retrieval.index import FlatIndex
@@ -112,6 +112,14 @@ def test_the_truncated_share_is_kept_for_the_same_embedder_and_texts(small_kb, m
     assert CountingEmbedder.tokenized == 3  # other texts, another embedder: tokenized
     monkeypatch.setenv(stages.REUSE_ENV, "0")
     assert stages.truncated_share(CountingEmbedder(), texts) == first and CountingEmbedder.tokenized == 4
+
+
+def test_an_embedder_without_an_identity_is_asked_each_time():
+    class Anonymous(Embedder):  # a user's: no `identity`, so nothing of its is kept
+        def truncated_share(self, texts):
+            return 0.25
+
+    assert stages.truncated_share(Anonymous(), ["a", "b"]) == 0.25 and not stages.TRUNCATIONS.entries
 
 
 def test_a_new_fusion_weight_only_fuses_the_members_kept_answers(small_kb, monkeypatch):

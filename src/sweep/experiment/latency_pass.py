@@ -20,14 +20,15 @@ if the timing itself fails, one line says so and the sweep closes without latenc
 by a signal closes without the pass; resumed (`resume=true`), its pass times every finished run.
 On PyTorch's one thread (`one_torch_thread`), as a single run is timed.
 
-Cost: the bundled golden set's hybrid takes about 19 ms a question, plus about a tenth of a
-second to build it again from the cache and warm it. So that a sweep of many configurations does not pay for its
-pass what it saved by sharing its work, the pass times `TIMINGS` answers in all, shared out among
-the configurations (`questions_each`): `SAMPLE` = 100 questions each for up to two, 60 each for
-four, 21 each for an 11-weight sweep, never fewer than `MIN_SAMPLE` (enough for a paired test over
-questions to find a difference of the size a reranker or an encoder makes). Each configuration's times go into its run (`log_latencies`:
-`tables/latency.json`, `latency/search_ms_p50`, `_p95`, `_p99`, the p50's interval,
-`latency/questions`), before the leaderboard reads them.
+Cost: the bundled golden set's hybrid takes about 19 ms a question, plus about a tenth of a second
+to build it again from the cache and warm it. So that a sweep of many configurations does not pay
+for its pass what it saved by sharing its work, the pass times `TIMINGS` answers in all, shared out
+among the configurations (`questions_each`): `SAMPLE` = 100 questions each for up to two, 60 each
+for four, 21 each for an 11-weight sweep, never fewer than `MIN_SAMPLE` (enough for a paired test
+over questions to find a difference of the size a reranker or an encoder makes). Each
+configuration's times go into its run (`log_latencies`: `tables/latency.json`,
+`latency/search_ms_p50`, `_p95`, `_p99`, the p50's interval, `latency/questions`), before the
+leaderboard reads them.
 """
 
 from __future__ import annotations

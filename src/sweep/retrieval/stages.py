@@ -133,7 +133,10 @@ def truncated_share(embedder: Embedder, texts: Sequence[str]) -> float:
     """`embedder.truncated_share(texts)`, or what the same embedder (by its `identity`) found for
     the same texts before: it tokenizes every text, and the latency pass builds every
     configuration again."""
-    key = digest(embedder.identity, list(texts)) if reuse_on() else None
+    try:
+        key = digest(embedder.identity, list(texts)) if reuse_on() else None
+    except (NotImplementedError, Unkeyable):  # an embedder that cannot say what it is: tokenized each time
+        key = None
     share = TRUNCATIONS.get(key) if key is not None else None
     if share is None:
         share = embedder.truncated_share(texts)
