@@ -2,7 +2,8 @@
 
 Python's cyclic collector walks every tracked object on a full pass. Once torch, transformers,
 MLflow and Hydra are imported, that is about 900,000 objects and a third of a second a pass, and a
-sweep's runs set off dozens of passes: 8.8 s of an 11-run hybrid sweep's 52 s on the bundled set.
+sweep's runs set off dozens of passes: a sixth of an 11-run hybrid sweep's wall time on the bundled
+set (docs/benchmarks.md, "A sweep costs what it changes").
 What is alive between two jobs (modules, loaded models, kept stages, MLflow's client) lives as long
 as the process, so `settle` collects the last job's garbage once and then moves the survivors to
 the permanent generation (`gc.freeze`), which later passes skip: each job's passes walk only what
