@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from sweep.errors import InputError
+from sweep.evaluation.latency import INTERVAL as LOGGED_INTERVAL
 from sweep.evaluation.latency import PREFIX as LATENCY_PREFIX
 from sweep.evaluation.latency import TABLE as LATENCY_TABLE
 from sweep.evaluation.latency import marks as latency_marks
@@ -143,7 +144,8 @@ def build(objective: str, runs: Sequence[TrialRecord], alpha: float = ALPHA, see
     described = pd.DataFrame({"config": [by_id[r].label for r in order], "status": status}, index=order)
     metrics = pd.DataFrame.from_dict({r: dict(by_id[r].metrics) for r in order}, orient="index").reindex(order)
     costs = [c for c in COSTS if c in metrics.columns]
-    others = [c for c in metrics.columns if c not in costs and not c.startswith("type/")]
+    # the p50's interval as the latency pass logged it is `latency_low`/`_high`, from the same times
+    others = [c for c in metrics.columns if c not in (*costs, *LOGGED_INTERVAL) and not c.startswith("type/")]
     timed = per_question_ms({r: by_id[r].tables.get(LATENCY_TABLE) for r in ranked.index})
     latency = latency_marks(ranked["mean"], timed, alpha, seed)  # from the questions timed together
     leaderboard = described.join(ranked).join(latency).join(metrics[[*costs, *sorted(others)]])

@@ -43,7 +43,7 @@ from sweep.evaluation.leaderboard import SweepResults
 from sweep.evaluation.registry import BY_NAME, COSTS, LATENCY
 from sweep.reporting.configs import config_labels, leaderboard_configs, settings_that_differ, shared_overrides
 from sweep.reporting.curves import curves_section
-from sweep.reporting.formatting import cost, is_missing, is_true, number
+from sweep.reporting.formatting import cost, is_missing, is_true, number, share
 from sweep.reporting.html_parts import esc, label_html, table
 from sweep.reporting.question_sections import heatmap_section, worst_section
 from sweep.reporting.svg import Point, pareto_svg
@@ -243,18 +243,18 @@ def title(css: str, run_id: str) -> str:
 def cost_cell(name: str, row: pd.Series) -> str:
     """A cost as the registry declares its unit; "cached" where none of that stage was computed (its
     `CACHED_BY` share is 1), with the share where part of it was."""
-    share = row.get(CACHED_BY.get(name, ""), np.nan)
-    if not is_missing(share) and share >= 1:
+    cached = row.get(CACHED_BY.get(name, ""), np.nan)
+    if not is_missing(cached) and cached >= 1:
         return f'<span class="cached" title="{esc(CACHED_BY[name])} = 1: read from the cache">cached</span>'
     value = cost(name, row[name])
-    value = f"{value} ({share:.0%} cached)" if not is_missing(share) and share > 0 else value
+    value = f"{value} ({share(cached)} cached)" if not is_missing(cached) and cached > 0 else value
     return value + latency_marks(row) if name == LATENCY else value
 
 
 def latency_marks(row: pd.Series) -> str:
     """Under the latency p50: its 95% interval, and the mark where it is significantly slower than
     the fastest (`sweep.evaluation.latency`)."""
-    slower = SLOWER if "slower" in row.index and is_true(row["slower"]) else ""
+    slower = SLOWER if is_true(row.get("slower")) else ""
     return interval(row, "latency_low", "latency_high", True) + (f"<br>{slower}" if slower else "")
 
 
@@ -271,7 +271,7 @@ def pareto_section(results: SweepResults, labels: Mapping[str, str]) -> str:
             continue
         role = "leader" if rank == 1 else "tied" if is_true(row["tied_with_best"]) else "other"
         low, high = (row["ci_low"], row["ci_high"]) if not is_missing(row["ci_low"]) else (row["mean"], row["mean"])
-        front = "on_front" in row.index and is_true(row["on_front"])  # counting significant latency differences only
+        front = is_true(row.get("on_front"))  # counting significant latency differences only
         points.append(Point(run_id, labels[run_id], rank, row["mean"], low, high, float(latency[run_id]), role, front))
     unplaced = [labels[r] for r in scored.index if is_missing(latency[r])]
     notes = []
