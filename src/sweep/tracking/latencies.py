@@ -10,18 +10,14 @@ as records with that table, for the leaderboard and `sweep.best --prefer latency
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-
-import mlflow
-from mlflow.entities import Metric
 
 from sweep.errors import InputError
 from sweep.evaluation.latency import TABLE, latency_table
 from sweep.evaluation.record import TrialRecord
 from sweep.tracking.reading import LoggedRun, load_table
-from sweep.tracking.records import load_records, log_tables, loggable
+from sweep.tracking.records import load_records, log_into_run
 
 log = logging.getLogger(__name__)
 PATH = f"tables/{TABLE}.json"
@@ -30,9 +26,7 @@ PATH = f"tables/{TABLE}.json"
 def log_latencies(run_id: str, ms: Mapping[str, float], metrics: Mapping[str, float]) -> None:
     """Into the run `run_id` (open or closed): each timed question's milliseconds as `PATH`, and
     `metrics` (its `latency/...` numbers), replacing what it had."""
-    log_tables({PATH: latency_table(ms)}, run_id=run_id)
-    now = int(time.time() * 1000)
-    mlflow.MlflowClient().log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in loggable(metrics).items()])
+    log_into_run(run_id, metrics, {PATH: latency_table(ms)})
 
 
 def timed_records(runs: Sequence[LoggedRun]) -> list[TrialRecord]:

@@ -31,6 +31,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 import yaml
+from mlflow.entities import Metric
 from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 
 from sweep.errors import InputError
@@ -116,6 +117,14 @@ def log_tables(tables: Mapping[str, pd.DataFrame], run_id: str | None = None) ->
     entries = [{"path": path, "type": "table"} for path in tables]
     listed += [entry for entry in entries if entry not in listed]
     client.set_tag(run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps(listed))
+
+
+def log_into_run(run_id: str, metrics: Mapping[str, float], tables: Mapping[str, pd.DataFrame]) -> None:
+    """Into the run `run_id`, open or closed: `metrics` (a NaN left out) in one batch, and `tables`
+    (artifact path -> table, as `log_tables` writes them)."""
+    at = int(time.time() * 1000)
+    mlflow.MlflowClient().log_batch(run_id, metrics=[Metric(k, v, at, 0) for k, v in loggable(metrics).items()])
+    log_tables(tables, run_id=run_id)
 
 
 def table_json(table: pd.DataFrame) -> str:
