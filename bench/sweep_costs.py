@@ -27,8 +27,8 @@
    warm cache (11 weights, and 1: what each extra weight adds).
    Beside each sweep's wall time, the sum of its distinct work: each stage's logged time summed over its
    runs, where a reused stage logs 0, so with reuse each stage counts what it cost the first time. The
-   rest (interpreter, imports, Hydra, MLflow logging, plots, the report) is the overhead. The latency
-   timing is shown apart, wherever it is logged (per run, or on the sweep's parent run).
+   rest (interpreter, imports, Hydra, MLflow logging, plots, the latency pass, the report) is the
+   overhead; the latency pass and the report are shown apart (after the last run).
 
 Nothing here is random (FAISS indexes build single-threaded with a fixed seed in sweep.retrieval.index).
 Everything is written under one temporary folder, removed at the end.
@@ -77,7 +77,6 @@ WORK = {
     "search + fusion": ("time/search_s",),
     "rank and context metrics": ("time/metrics_s", "time/context_metrics_s"),
 }
-LATENCY = "time/latency_s"
 
 
 # ---------------------------------------------------------------- helpers
@@ -303,9 +302,9 @@ def environment(**values: str) -> Iterator[None]:
 
 def logged_work(folder: Path) -> tuple[dict[str, float], dict[str, int], dict[str, float]]:
     """Of the sweep in folder/mlflow.db: each stage's seconds summed over its runs, how many runs
-    computed it (logged more than 0), and {"runs": the runs' wall summed, "latency": the runs' own
-    latency timing, "after": from the last run's end to the sweep's (its latency pass, leaderboard
-    and report)}, from the runs' start and end times."""
+    computed it (logged more than 0), and {"runs": the runs' wall summed, "after": from the last
+    run's end to the sweep's (its latency pass, leaderboard and report)}, from the runs' start and
+    end times."""
     client = mlflow.MlflowClient(store(folder))
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     children = [r for r in runs if r.data.tags.get("sweep.parent") != "true"]
@@ -315,7 +314,6 @@ def logged_work(folder: Path) -> tuple[dict[str, float], dict[str, int], dict[st
     computed = {stage: sum(any(m.get(k, 0.0) > 0 for k in keys) for m in metrics) for stage, keys in WORK.items()}
     spans = {
         "runs": sum(r.info.end_time - r.info.start_time for r in children) / 1000,
-        "latency": sum(m.get(LATENCY, 0.0) for m in metrics),
         "after": (parent.info.end_time - max(r.info.end_time for r in children)) / 1000,
     }
     return seconds, computed, spans
@@ -382,9 +380,8 @@ def reuse_costs(folder: Path, quick: bool) -> None:
     lines = {
         "distinct work (the stages above, summed)": lambda f: distinct[f],
         "runs' other work (Hydra's job, MLflow logging, plots, scores' intervals)": lambda f: (
-            spans[f]["runs"] - distinct[f] - spans[f]["latency"]
+            spans[f]["runs"] - distinct[f]
         ),
-        "latency timed in the runs": lambda f: spans[f]["latency"],
         "after the last run (latency pass, leaderboard, report)": lambda f: spans[f]["after"],
         "before and between the runs (interpreter, imports, preflight)": lambda f: (
             walls[f] - spans[f]["runs"] - spans[f]["after"]
